@@ -1,0 +1,129 @@
+// Package collector turns diskcanary's parts (probe results, diskstats,
+// SMART) into one prometheus.Collector. Each part is registered once in the
+// parts table below, which is also where its --[no-]collector.NAME flag and
+// default come from. Every part runs concurrently on each scrape, and its
+// success and duration are exported, so one failing part never fails the
+// scrape.
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+)
+
+const namespace = "diskcanary"
+
+// Part is one source of metrics. Update must answer from memory or from
+// kernel pseudo-files: anything that can hang on a disk (probes, smartctl)
+// runs in Run and Update only reads its last results.
+type Part interface {
+	Update(ch chan<- prometheus.Metric) error
+}
+
+// Background is implemented by parts that work on their own schedule.
+// Run returns when ctx is cancelled.
+type Background interface {
+	Run(ctx context.Context)
+}
+
+// Options is what a part's constructor gets.
+type Options struct {
+	Config *config.Config
+	Logger *slog.Logger
+}
+
+// PartInfo is one row of the parts table.
+type PartInfo struct {
+	Name           string
+	EnabledDefault bool
+	Help           string
+	New            func(Options) (Part, error)
+}
+
+// Parts is the table of every part diskcanary has. cmd/diskcanary derives
+// the --[no-]collector.NAME flags from it.
+var Parts = []PartInfo{
+	// probes: added with the probe engine
+}
+
+var (
+	successDesc = prometheus.NewDesc(namespace+"_collector_success",
+		"Whether the collector succeeded on this scrape (1) or failed (0).", []string{"collector"}, nil)
+	durationDesc = prometheus.NewDesc(namespace+"_collector_duration_seconds",
+		"How long the collector took on this scrape.", []string{"collector"}, nil)
+)
+
+// Collector runs the enabled parts on every scrape.
+type Collector struct {
+	parts  map[string]Part
+	logger *slog.Logger
+}
+
+// New builds the enabled parts. enabled maps a part name to on/off; parts
+// absent from it use their default.
+func New(opts Options, enabled map[string]bool) (*Collector, error) {
+	c := &Collector{parts: map[string]Part{}, logger: opts.Logger}
+	for _, info := range Parts {
+		on, ok := enabled[info.Name]
+		if !ok {
+			on = info.EnabledDefault
+		}
+		if !on {
+			continue
+		}
+		p, err := info.New(opts)
+		if err != nil {
+			return nil, fmt.Errorf("collector %s: %w", info.Name, err)
+		}
+		c.parts[info.Name] = p
+	}
+	return c, nil
+}
+
+// Part returns an enabled part by name (nil if disabled).
+func (c *Collector) Part(name string) Part { return c.parts[name] }
+
+// Run starts the background work of every part and returns when ctx is done
+// and all of it has stopped.
+func (c *Collector) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range c.parts {
+		if b, ok := p.(Background); ok {
+			wg.Add(1)
+			go func() { defer wg.Done(); b.Run(ctx) }()
+		}
+	}
+	wg.Wait()
+}
+
+// Describe sends nothing: this is an unchecked collector, because the parts'
+// series depend on what the host has.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	var wg sync.WaitGroup
+	for name, p := range c.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			err := p.Update(ch)
+			ok := 1.0
+			if err != nil {
+				ok = 0
+				c.logger.Error("collector failed", "collector", name, "err", err)
+			}
+			ch <- prometheus.MustNewConstMetric(durationDesc, prometheus.GaugeValue, time.Since(start).Seconds(), name)
+			ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, ok, name)
+		}()
+	}
+	wg.Wait()
+}

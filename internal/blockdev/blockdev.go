@@ -1,0 +1,146 @@
+// Package blockdev maps a filesystem path to what is under it: the mount,
+// the filesystem type, and the kernel block device name (the name used in
+// /proc/diskstats and node_exporter's `device` label).
+package blockdev
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Target is what a probe path resolves to.
+type Target struct {
+	Path       string // absolute, symlinks resolved
+	Mountpoint string
+	FSType     string // from mountinfo, e.g. ext4, xfs, tmpfs, fuse.diskcanary-testfs
+	Source     string // mount source, e.g. /dev/loop0
+	Major      uint32
+	Minor      uint32
+	// Device is the kernel name ("sda1", "dm-0", "loop3"); empty when the
+	// filesystem has no block device (tmpfs, overlay, fuse, nfs).
+	Device string
+}
+
+// Resolve finds the mount and block device of path. procfs and sysfs are the
+// host's /proc and /sys (--path.procfs, --path.sysfs).
+func Resolve(path, procfs, sysfs string) (Target, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Target{}, err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(abs, &st); err != nil {
+		return Target{}, fmt.Errorf("stat %s: %w", abs, err)
+	}
+	t := Target{Path: abs, Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev)}
+	m, err := findMount(filepath.Join(procfs, "self/mountinfo"), abs, t.Major, t.Minor)
+	if err != nil {
+		return t, err
+	}
+	t.Mountpoint, t.FSType, t.Source = m.mountpoint, m.fstype, m.source
+	t.Device = sysfsName(sysfs, t.Major, t.Minor)
+	if t.Device == "" && strings.HasPrefix(t.Source, "/dev/") {
+		// btrfs (and some others) report an anonymous st_dev; the mount
+		// source names the real device.
+		var sst unix.Stat_t
+		if unix.Stat(t.Source, &sst) == nil && sst.Mode&unix.S_IFMT == unix.S_IFBLK {
+			t.Device = sysfsName(sysfs, unix.Major(sst.Rdev), unix.Minor(sst.Rdev))
+		}
+	}
+	return t, nil
+}
+
+// sysfsName maps MAJ:MIN to the kernel device name via /sys/dev/block.
+func sysfsName(sysfs string, major, minor uint32) string {
+	link, err := os.Readlink(filepath.Join(sysfs, "dev/block", fmt.Sprintf("%d:%d", major, minor)))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(link)
+}
+
+type mountEntry struct {
+	mountpoint, fstype, source string
+}
+
+// findMount picks the mountinfo entry with the longest mountpoint prefix of
+// path, preferring one whose MAJ:MIN matches the file's st_dev (bind mounts
+// and stacked mounts).
+func findMount(mountinfo, path string, major, minor uint32) (mountEntry, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return mountEntry{}, err
+	}
+	defer f.Close()
+	var best mountEntry
+	bestLen, bestDevMatch := -1, false
+	devID := fmt.Sprintf("%d:%d", major, minor)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+2 >= len(fields) {
+			continue
+		}
+		mp := unescape(fields[4])
+		if !within(path, mp) {
+			continue
+		}
+		devMatch := fields[2] == devID
+		l := len(mp)
+		if l > bestLen || (l == bestLen && devMatch && !bestDevMatch) || (l == bestLen && devMatch == bestDevMatch) {
+			best = mountEntry{mountpoint: mp, fstype: fields[sep+1], source: unescape(fields[sep+2])}
+			bestLen, bestDevMatch = l, devMatch
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return best, err
+	}
+	if bestLen < 0 {
+		return best, fmt.Errorf("no mount found for %s in %s", path, mountinfo)
+	}
+	return best, nil
+}
+
+func within(path, mountpoint string) bool {
+	if mountpoint == "/" {
+		return true
+	}
+	return path == mountpoint || strings.HasPrefix(path, mountpoint+"/")
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s)+0 && i+3 <= len(s)-1+1 {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
