@@ -50,7 +50,7 @@ type PartInfo struct {
 // Parts is the table of every part diskcanary has. cmd/diskcanary derives
 // the --[no-]collector.NAME flags from it.
 var Parts = []PartInfo{
-	// probes: added with the probe engine
+	{Name: "probes", EnabledDefault: true, Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
 }
 
 var (

@@ -327,3 +327,43 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	*b = v
 	return nil
 }
+
+// DefaultProbes is the default probe set (one wal, one randread) on each of
+// dirs, as --probe.dir asks. With one directory the probes are named "wal"
+// and "randread" on every node, so fleet rules can compare like with like;
+// with several, the directory's base name is appended.
+func DefaultProbes(dirs []string) []Probe {
+	var out []Probe
+	seen := map[string]int{}
+	for _, dir := range dirs {
+		suffix := ""
+		if len(dirs) > 1 {
+			base := strings.Trim(strings.Map(func(r rune) rune {
+				if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+					return r
+				}
+				return '_'
+			}, filepathBase(dir)), "_")
+			if base == "" {
+				base = "root"
+			}
+			seen[base]++
+			if n := seen[base]; n > 1 {
+				base = fmt.Sprintf("%s%d", base, n)
+			}
+			suffix = "-" + base
+		}
+		out = append(out,
+			Probe{Name: KindWAL + suffix, Kind: KindWAL, Dir: dir},
+			Probe{Name: KindRandRead + suffix, Kind: KindRandRead, Dir: dir})
+	}
+	return out
+}
+
+func filepathBase(p string) string {
+	p = strings.TrimRight(p, "/")
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

@@ -1,0 +1,167 @@
+package probes
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+)
+
+// shutdownGrace bounds how long Run waits for probes after ctx is done: a
+// probe stuck in an uninterruptible fdatasync must not stop the daemon
+// from exiting.
+const shutdownGrace = 5 * time.Second
+
+// Engine runs the configured probes, each in its own goroutine with one op
+// in flight at a time, and exposes their metrics.
+type Engine struct {
+	probes []*probe
+	m      *Metrics
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	budgets map[uint64]*budget // per filesystem (st_dev): probes on one filesystem share its budget
+}
+
+// NewEngine builds the probes of cfgs (already validated by package config).
+func NewEngine(cfgs []config.Probe, procfs, sysfs string, logger *slog.Logger) *Engine {
+	if procfs == "" {
+		procfs = "/proc"
+	}
+	if sysfs == "" {
+		sysfs = "/sys"
+	}
+	e := &Engine{m: NewMetrics(), log: logger, budgets: map[uint64]*budget{}}
+	for _, c := range cfgs {
+		p := &probe{cfg: c, log: logger, m: e.m, procfs: procfs, sysfs: sysfs, fl: newInflight(), fd: -1}
+		p.budget = func(dev uint64) *budget { return e.budgetFor(dev, int64(c.DailyWriteBudget)) }
+		// Series exist from the start, so a probe that never succeeds is
+		// visible as 0 rather than absent.
+		e.m.success.WithLabelValues(c.Name).Set(0)
+		e.m.runs.WithLabelValues(c.Name)
+		e.m.written.WithLabelValues(c.Name)
+		if c.Kind == config.KindRandRead {
+			e.m.readBytes.WithLabelValues(c.Name)
+		}
+		e.probes = append(e.probes, p)
+	}
+	return e
+}
+
+func (e *Engine) budgetFor(dev uint64, daily int64) *budget {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b, ok := e.budgets[dev]
+	if !ok {
+		b = newBudget(daily)
+		e.budgets[dev] = b
+	}
+	return b
+}
+
+// Run runs every probe until ctx is done, plus the stall watchdog.
+func (e *Engine) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range e.probes {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.loop(ctx) }()
+	}
+	go e.watchdog(ctx)
+	<-ctx.Done()
+	for _, p := range e.probes {
+		p.stop.Store(true)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		for _, p := range e.probes {
+			if age := p.fl.age(); age > 0 {
+				e.log.Error("exiting with a probe I/O still in flight (disk hung?)", "probe", p.cfg.Name, "in_flight", age.Round(time.Millisecond))
+			}
+		}
+	}
+}
+
+// watchdog logs stall transitions; the stalled gauge itself is computed at
+// scrape time from the in-flight clock, so it is exact even between ticks.
+func (e *Engine) watchdog(ctx context.Context) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, p := range e.probes {
+			age := p.fl.age()
+			stalled := age > p.cfg.StallThreshold
+			if stalled && !p.stalled {
+				e.log.Error("probe I/O stalled: no new cycle starts on this target until it returns",
+					"probe", p.cfg.Name, "path", p.cfg.Dir+p.cfg.Device, "in_flight", age.Round(time.Millisecond), "threshold", p.cfg.StallThreshold)
+			} else if !stalled && p.stalled {
+				e.log.Info("probe I/O returned, stall over", "probe", p.cfg.Name)
+			}
+			p.stalled = stalled
+		}
+	}
+}
+
+// Collect sends the probe series. It never waits on I/O.
+func (e *Engine) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range e.m.vecs() {
+		c.Collect(ch)
+	}
+	for _, p := range e.probes {
+		age := p.fl.age()
+		s := 0.0
+		if age > p.cfg.StallThreshold {
+			s = 1
+		}
+		ch <- prometheus.MustNewConstMetric(e.m.stalled, prometheus.GaugeValue, s, p.cfg.Name)
+		ch <- prometheus.MustNewConstMetric(e.m.inflight, prometheus.GaugeValue, age.Seconds(), p.cfg.Name)
+	}
+}
+
+// budget is a token bucket over bytes dirtied per filesystem: the daily
+// budget refills continuously, and at most one hour's worth can be saved
+// up, so a restart loop cannot burst a day's writes.
+type budget struct {
+	mu     sync.Mutex
+	daily  float64
+	tokens float64
+	last   time.Time
+}
+
+func newBudget(daily int64) *budget {
+	return &budget{daily: float64(daily), tokens: float64(daily) / 24, last: time.Now()}
+}
+
+func (b *budget) refill() {
+	now := time.Now()
+	b.tokens += b.daily * now.Sub(b.last).Seconds() / 86400
+	if max := b.daily / 24; b.tokens > max {
+		b.tokens = max
+	}
+	b.last = now
+}
+
+func (b *budget) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill()
+	return b.tokens > 0
+}
+
+func (b *budget) spend(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill()
+	b.tokens -= float64(n)
+}

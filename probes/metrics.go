@@ -1,0 +1,85 @@
+package probes
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LatencyBuckets are the classic buckets of every probe histogram. Every
+// alert threshold (10 ms etcd guidance, 0.5 s / 1 s etcd-mixin) is an edge,
+// so histogram_quantile never interpolates across a threshold.
+var LatencyBuckets = []float64{
+	50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// Metrics are the probe series. They are stateful: probe goroutines observe
+// into them and a scrape only reads them (lock-free for histograms).
+type Metrics struct {
+	fdatasync  *prometheus.HistogramVec
+	write      *prometheus.HistogramVec
+	read       *prometheus.HistogramVec
+	success    *prometheus.GaugeVec
+	lastRun    *prometheus.GaugeVec
+	runs       *prometheus.CounterVec
+	failures   *prometheus.CounterVec
+	written    *prometheus.CounterVec
+	readBytes  *prometheus.CounterVec
+	targetInfo *prometheus.GaugeVec
+	warning    *prometheus.GaugeVec
+	stalled    *prometheus.Desc
+	inflight   *prometheus.Desc
+}
+
+func latencyHistogram(name, help string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace:                       "diskcanary",
+		Name:                            name,
+		Help:                            help,
+		Buckets:                         LatencyBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: 0,
+	}, []string{"probe", "path", "device"})
+}
+
+// NewMetrics builds the probe series.
+func NewMetrics() *Metrics {
+	probe := []string{"probe"}
+	return &Metrics{
+		fdatasync: latencyHistogram("fdatasync_duration_seconds",
+			"Latency of the fdatasync after each sequential WAL-pattern write (what etcd_disk_wal_fsync_duration_seconds and fio's sync percentiles time)."),
+		write: latencyHistogram("write_duration_seconds",
+			"Latency of each WAL-pattern pwrite, timed apart from its fdatasync."),
+		read: latencyHistogram("read_duration_seconds",
+			"Latency of each O_DIRECT random read."),
+		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_success",
+			Help: "Whether the probe's last cycle completed (1) or failed (0)."}, probe),
+		lastRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_last_run_timestamp_seconds",
+			Help: "When the probe's last cycle ended, in Unix seconds."}, probe),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_runs_total",
+			Help: "Probe cycles run, failed or not."}, probe),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_failures_total",
+			Help: "Failed probe cycles by reason (missing, permission, read_only, no_space, low_space, io_error, odirect_unsupported, budget_exhausted, locked, unsafe_path, short_io, interrupted, other)."},
+			[]string{"probe", "reason"}),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_written_bytes_total",
+			Help: "Bytes the probe caused to be written, page-granular like the kernel's /proc/PID/io write_bytes."}, probe),
+		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_read_bytes_total",
+			Help: "Bytes the probe read with O_DIRECT."}, probe),
+		targetInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_target_info",
+			Help: "What a probe measures: its path, the kernel block device and filesystem under it."},
+			[]string{"probe", "kind", "layout", "path", "device", "fstype", "mountpoint"}),
+		warning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_target_warning",
+			Help: "1 when the probe's target cannot be trusted for this reason (tmpfs, overlayfs, fuse, zfs, nfs, odirect_refused, flush_not_reaching_device)."},
+			[]string{"probe", "warning"}),
+		stalled: prometheus.NewDesc("diskcanary_probe_stalled",
+			"1 while the probe has an I/O in flight for longer than its stall threshold.", probe, nil),
+		inflight: prometheus.NewDesc("diskcanary_probe_inflight_seconds",
+			"How long the probe's current I/O has been in flight (0 when idle).", probe, nil),
+	}
+}
+
+func (m *Metrics) vecs() []prometheus.Collector {
+	return []prometheus.Collector{m.fdatasync, m.write, m.read, m.success, m.lastRun, m.runs,
+		m.failures, m.written, m.readBytes, m.targetInfo, m.warning}
+}

@@ -1,0 +1,221 @@
+// Package probes owns diskcanary's canary probes: the etcd-WAL write probe
+// (sequential small writes, fdatasync after each, the fdatasync timed on its
+// own) and the 4 KiB O_DIRECT random-read probe over a pre-written working
+// set or a read-only block device. It runs them on their own schedule, one
+// op in flight per target, under a write budget, and keeps the results in
+// Prometheus metrics that a scrape only reads.
+//
+// The same timed loops back `diskcanary check`, so the daemon and the CLI
+// measure exactly the same way.
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pageSize is the unit the kernel dirties and accounts (/proc/PID/io write_bytes).
+var pageSize = int64(unix.Getpagesize())
+
+// walRecorder receives one WAL op's timings. Implementations must not allocate.
+type walRecorder interface {
+	recordWAL(write, fdatasync time.Duration)
+}
+
+// readRecorder receives one read's latency. Implementations must not allocate.
+type readRecorder interface {
+	recordRead(d time.Duration)
+}
+
+// inflight tracks the single op in flight on a target, for the stall
+// watchdog. It holds the op's start in nanoseconds since base, 0 when idle.
+type inflight struct {
+	base  time.Time
+	start atomic.Int64
+}
+
+func newInflight() *inflight { return &inflight{base: time.Now()} }
+
+func (f *inflight) begin() time.Time {
+	now := time.Now()
+	f.start.Store(int64(now.Sub(f.base)) | 1) // |1 keeps it non-zero at base
+	return now
+}
+
+func (f *inflight) end() { f.start.Store(0) }
+
+// age is how long the current op has been in flight (0 when idle).
+func (f *inflight) age() time.Duration {
+	s := f.start.Load()
+	if s == 0 {
+		return 0
+	}
+	return time.Since(f.base) - time.Duration(s)
+}
+
+// opError is a failed syscall with the stage it failed in; reason() gives a
+// bounded label value for diskcanary_probe_failures_total.
+type opError struct {
+	stage string // open, fallocate, write, fdatasync, read, ...
+	path  string
+	err   error
+}
+
+func (e *opError) Error() string { return fmt.Sprintf("%s %s: %v", e.stage, e.path, e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
+// Failure reasons: a small closed set, so the label stays bounded.
+const (
+	reasonMissing     = "missing"
+	reasonPermission  = "permission"
+	reasonReadOnly    = "read_only"
+	reasonNoSpace     = "no_space"
+	reasonLowSpace    = "low_space"
+	reasonIOError     = "io_error"
+	reasonNoODirect   = "odirect_unsupported"
+	reasonBudget      = "budget_exhausted"
+	reasonLocked      = "locked"
+	reasonUnsafe      = "unsafe_path"
+	reasonShortIO     = "short_io"
+	reasonOther       = "other"
+	reasonInterrupted = "interrupted"
+)
+
+var (
+	errLowSpace    = errors.New("free space would drop below the floor (min_free)")
+	errBudget      = errors.New("daily write budget exhausted (daily_write_budget)")
+	errShortIO     = errors.New("short read or write")
+	errInterrupted = errors.New("interrupted by shutdown")
+)
+
+// reasonOf maps an error to its failure reason.
+func reasonOf(err error) string {
+	var errno unix.Errno
+	switch {
+	case errors.Is(err, errLowSpace):
+		return reasonLowSpace
+	case errors.Is(err, errBudget):
+		return reasonBudget
+	case errors.Is(err, errShortIO):
+		return reasonShortIO
+	case errors.Is(err, errInterrupted):
+		return reasonInterrupted
+	case errors.Is(err, errUnsafe):
+		return reasonUnsafe
+	case errors.Is(err, errLocked):
+		return reasonLocked
+	case errors.Is(err, errNoODirect):
+		return reasonNoODirect
+	case errors.As(err, &errno):
+		switch errno {
+		case unix.ENOENT, unix.ENOTDIR:
+			return reasonMissing
+		case unix.EACCES, unix.EPERM:
+			return reasonPermission
+		case unix.EROFS:
+			return reasonReadOnly
+		case unix.ENOSPC, unix.EDQUOT:
+			return reasonNoSpace
+		case unix.EIO:
+			return reasonIOError
+		}
+	}
+	return reasonOther
+}
+
+// pagesDirtied is how many bytes of page cache a write of n bytes at off
+// dirties, given every page was cleaned by the previous fdatasync. It is
+// what the kernel adds to the process's write_bytes.
+func pagesDirtied(off, n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	first := off / pageSize
+	last := (off + n - 1) / pageSize
+	return (last - first + 1) * pageSize
+}
+
+// runWAL does n × {pwrite(bs at off); fdatasync} sequentially from off,
+// timing the write and the fdatasync separately on the monotonic clock. It
+// returns the next offset and the bytes dirtied. stop is checked between
+// ops so shutdown never waits for a whole cycle.
+func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string) (int64, int64, error) {
+	var dirtied int64
+	bs := int64(len(buf))
+	for i := 0; i < n; i++ {
+		if stop != nil && stop.Load() {
+			return off, dirtied, errInterrupted
+		}
+		t0 := fl.begin()
+		w, err := unix.Pwrite(fd, buf, off)
+		t1 := time.Now()
+		fl.end()
+		if err != nil {
+			return off, dirtied, &opError{"write", path, err}
+		}
+		if int64(w) != bs {
+			return off, dirtied, &opError{"write", path, errShortIO}
+		}
+		dirtied += pagesDirtied(off, bs)
+		fl.begin()
+		err = unix.Fdatasync(fd)
+		t2 := time.Now()
+		fl.end()
+		if err != nil {
+			return off, dirtied, &opError{"fdatasync", path, err}
+		}
+		rec.recordWAL(t1.Sub(t0), t2.Sub(t1))
+		off += bs
+	}
+	return off, dirtied, nil
+}
+
+// runReads does n O_DIRECT preads of len(buf) bytes at uniform random
+// aligned offsets in [lo, hi) blocks.
+func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string) (int64, error) {
+	var read int64
+	bs := int64(len(buf))
+	for i := 0; i < n; i++ {
+		if stop != nil && stop.Load() {
+			return read, errInterrupted
+		}
+		off := rng.next() * bs
+		t0 := fl.begin()
+		r, err := unix.Pread(fd, buf, off)
+		d := time.Since(t0)
+		fl.end()
+		if err != nil {
+			return read, &opError{"read", path, err}
+		}
+		if int64(r) != bs {
+			return read, &opError{"read", path, errShortIO}
+		}
+		read += bs
+		rec.recordRead(d)
+	}
+	return read, nil
+}
+
+// alignedBuffer returns a page-aligned buffer (anonymous mmap), which
+// satisfies O_DIRECT's alignment for logical block sizes up to the page size.
+func alignedBuffer(n int) ([]byte, error) {
+	size := (int64(n) + pageSize - 1) / pageSize * pageSize
+	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("allocate aligned buffer: %w", err)
+	}
+	return b[:n], nil
+}
+
+func freeBuffer(b []byte) {
+	if b != nil {
+		_ = unix.Munmap(b[:cap(b)])
+	}
+}
+
+// stopFlag asks a running loop to stop between ops.
+type stopFlag struct{ atomic.Bool }
