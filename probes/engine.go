@@ -129,7 +129,14 @@ func (e *Engine) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// budget is a token bucket over bytes dirtied per filesystem: the daily
+// journalPerSync is the physical write cost of an fdatasync beyond the data
+// pages: on ext4, writing into a fresh fallocated (unwritten) extent makes
+// every fdatasync commit the journal. Measured with a loop device: ~14 KB
+// physical per 2300-byte sample against 6.4 KB of dirtied pages.
+const journalPerSync = 8 << 10
+
+// budget is a token bucket over estimated physical bytes per filesystem
+// (dirtied pages + journalPerSync per fdatasync): the daily
 // budget refills continuously, and at most one hour's worth can be saved
 // up, so a restart loop cannot burst a day's writes.
 type budget struct {

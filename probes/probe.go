@@ -155,7 +155,7 @@ func (p *probe) walCycle(fresh bool) error {
 	p.syncs = p.syncs[:0]
 	next, dirtied, err := runWAL(fd, p.buf, off, p.cfg.Ops, p, p.fl, &p.stop, filepath.Join(p.dir.path, p.walFile()))
 	p.m.written.WithLabelValues(p.cfg.Name).Add(float64(dirtied))
-	p.bud.spend(dirtied)
+	p.bud.spend(dirtied + int64(len(p.syncs))*journalPerSync)
 	if !fresh {
 		p.overOff = next % (int64(p.cfg.Ops) * int64(p.cfg.BlockSize))
 	}
