@@ -46,10 +46,17 @@ type dirLock struct {
 	refs int
 }
 
-// openProbeDir opens (creating if needed, mode 0700) and locks dir.
+// openProbeDir opens and locks dir. It creates the last path element
+// (mode 0700) but never missing parents: a parent that is not there is
+// usually a disk that is not mounted, and probing the disk underneath
+// would measure the wrong thing.
 func openProbeDir(dir string) (*probeDir, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &opError{"mkdir", dir, err}
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -1,0 +1,290 @@
+package probes
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+)
+
+// engineCollector adapts an Engine to prometheus.Collector for tests.
+type engineCollector struct{ e *Engine }
+
+func (c engineCollector) Describe(chan<- *prometheus.Desc)   {}
+func (c engineCollector) Collect(ch chan<- prometheus.Metric) { c.e.Collect(ch) }
+
+// startEngine runs probes until the test ends and returns a gather func.
+func startEngine(t *testing.T, probes ...config.Probe) (*Engine, func() map[string][]*dto.Metric, context.CancelFunc) {
+	t.Helper()
+	for i := range probes {
+		probes[i].ApplyProbeDefaults()
+	}
+	e := NewEngine(probes, "/proc", "/sys", slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(engineCollector{e})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	gather := func() map[string][]*dto.Metric {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		out := map[string][]*dto.Metric{}
+		for _, mf := range mfs {
+			out[mf.GetName()] = mf.GetMetric()
+		}
+		return out
+	}
+	return e, gather, func() { cancel(); <-done }
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// value finds the metric whose labels include all of want.
+func value(ms []*dto.Metric, want map[string]string) (*dto.Metric, bool) {
+next:
+	for _, m := range ms {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return m, true
+	}
+	return nil, false
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+func TestWALProbeFreshLayout(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "canary")
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+		Interval: 30 * time.Millisecond, Ops: 20, MinFree: 1})
+	waitFor(t, 10*time.Second, "3 runs", func() bool {
+		m, ok := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": "wal"})
+		return ok && m.GetCounter().GetValue() >= 3
+	})
+	stop()
+	mf := gather()
+	succ, _ := value(mf["diskcanary_probe_success"], map[string]string{"probe": "wal"})
+	require.EqualValues(t, 1, succ.GetGauge().GetValue())
+	h, ok := value(mf["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
+	require.True(t, ok)
+	n := h.GetHistogram().GetSampleCount()
+	require.GreaterOrEqual(t, n, uint64(60))
+	require.Zero(t, n%20, "fdatasyncs come in whole bursts of ops=20 (shutdown stops between bursts here)")
+	require.Len(t, h.GetHistogram().GetBucket(), len(LatencyBuckets), "exactly the classic buckets")
+	w, _ := value(mf["diskcanary_write_duration_seconds"], map[string]string{"probe": "wal"})
+	require.Equal(t, n, w.GetHistogram().GetSampleCount(), "one write timed per fdatasync")
+	// 20 sequential 2300-byte writes from offset 0 dirty 12 pages in total
+	// (each write touches 1 or 2 pages, cleaned by the fdatasync before).
+	var perBurst int64
+	for i := int64(0); i < 20; i++ {
+		perBurst += pagesDirtied(i*2300, 2300)
+	}
+	written, _ := value(mf["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "wal"})
+	require.EqualValues(t, int64(n/20)*perBurst, written.GetCounter().GetValue())
+	info, ok := value(mf["diskcanary_probe_target_info"], map[string]string{"probe": "wal", "path": dir})
+	require.True(t, ok)
+	labels := map[string]string{}
+	for _, l := range info.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	require.NotEmpty(t, labels["fstype"])
+	require.Equal(t, "fresh", labels["layout"])
+	// The fresh WAL file is deleted after every burst and at shutdown.
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+func TestWALProbeOverwriteLayout(t *testing.T) {
+	dir := t.TempDir()
+	_, gather, stop := startEngine(t, config.Probe{Name: "ow", Kind: config.KindWAL, Dir: dir, Layout: config.LayoutOverwrite,
+		Interval: 20 * time.Millisecond, Ops: 10, MinFree: 1})
+	waitFor(t, 10*time.Second, "2 runs", func() bool {
+		m, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "ow"})
+		return ok && m.GetHistogram().GetSampleCount() >= 20
+	})
+	stop()
+	st, err := os.Stat(filepath.Join(dir, ".diskcanary-ow-overwrite"))
+	require.NoError(t, err, "the overwrite file is kept")
+	require.EqualValues(t, 10*2300, st.Size())
+	info, ok := value(gather()["diskcanary_probe_target_info"], map[string]string{"probe": "ow", "layout": "overwrite"})
+	require.True(t, ok, "the overwrite layout is labelled")
+	_ = info
+}
+
+func TestRandReadProbeKeepsWorkingSet(t *testing.T) {
+	dir := t.TempDir()
+	p := config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 8 << 20,
+		Interval: 20 * time.Millisecond, Ops: 50, MinFree: 1}
+	_, gather, stop := startEngine(t, p)
+	waitFor(t, 10*time.Second, "100 reads", func() bool {
+		m, ok := value(gather()["diskcanary_read_duration_seconds"], map[string]string{"probe": "rr"})
+		return ok && m.GetHistogram().GetSampleCount() >= 100
+	})
+	stop()
+	mf := gather()
+	h, _ := value(mf["diskcanary_read_duration_seconds"], map[string]string{"probe": "rr"})
+	rb, _ := value(mf["diskcanary_probe_read_bytes_total"], map[string]string{"probe": "rr"})
+	require.EqualValues(t, h.GetHistogram().GetSampleCount()*4096, rb.GetCounter().GetValue())
+	wb, _ := value(mf["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "rr"})
+	require.EqualValues(t, 8<<20, wb.GetCounter().GetValue(), "the working set is written once")
+
+	path := filepath.Join(dir, ".diskcanary-rr-readset")
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	require.GreaterOrEqual(t, st.Blocks*512, int64(8<<20), "fully allocated, not sparse")
+	before := st.Mtim
+
+	// A restart recognises the working set and does not rewrite it.
+	_, gather2, stop2 := startEngine(t, p)
+	waitFor(t, 10*time.Second, "reads after restart", func() bool {
+		m, ok := value(gather2()["diskcanary_read_duration_seconds"], map[string]string{"probe": "rr"})
+		return ok && m.GetHistogram().GetSampleCount() >= 50
+	})
+	stop2()
+	wb2, _ := value(gather2()["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "rr"})
+	require.Zero(t, wb2.GetCounter().GetValue())
+	require.NoError(t, unix.Stat(path, &st))
+	require.Equal(t, before, st.Mtim)
+}
+
+func TestReadsetRejectsSparseAndForeignFiles(t *testing.T) {
+	d, err := openProbeDir(t.TempDir())
+	require.NoError(t, err)
+	defer d.close()
+	const size = 1 << 20
+	n, err := d.writeReadset("rs", size, newInflight())
+	require.NoError(t, err)
+	require.EqualValues(t, size, n)
+	require.True(t, d.readsetValid("rs", size))
+	require.False(t, d.readsetValid("rs", 2*size), "a different size is rewritten")
+
+	// Same header and size, but sparse: never-written regions read back
+	// zeros fast, so it must not count as a working set.
+	hdr := make([]byte, readsetHeader)
+	copy(hdr, readsetMagic+"1048576\n")
+	sparse := filepath.Join(d.path, "sparse")
+	require.NoError(t, os.WriteFile(sparse, hdr, 0o600))
+	require.NoError(t, os.Truncate(sparse, size))
+	require.False(t, d.readsetValid("sparse", size))
+
+	foreign := filepath.Join(d.path, "foreign")
+	require.NoError(t, os.WriteFile(foreign, make([]byte, size), 0o600))
+	require.False(t, d.readsetValid("foreign", size))
+
+	// A symlink is never followed.
+	require.NoError(t, os.Symlink(filepath.Join(d.path, "rs"), filepath.Join(d.path, "link")))
+	require.False(t, d.readsetValid("link", size))
+}
+
+func TestProbeDirLockedAgainstSecondDaemon(t *testing.T) {
+	dir := t.TempDir()
+	a, err := openProbeDir(dir)
+	require.NoError(t, err)
+	b, err := openProbeDir(dir) // same process: probes of one daemon share it
+	require.NoError(t, err)
+	b.close()
+	// Another process must be refused: flock from a child.
+	if os.Getenv("DISKCANARY_LOCK_CHILD") == "" {
+		out, err := runSelf(t, "TestLockChild", "DISKCANARY_LOCK_CHILD="+dir)
+		require.NoError(t, err, out)
+		require.Contains(t, out, "locked by another diskcanary")
+	}
+	a.close()
+}
+
+func TestLockChild(t *testing.T) {
+	dir := os.Getenv("DISKCANARY_LOCK_CHILD")
+	if dir == "" {
+		t.Skip("helper for TestProbeDirLockedAgainstSecondDaemon")
+	}
+	_, err := openProbeDir(dir)
+	require.ErrorIs(t, err, errLocked)
+	t.Log(err)
+}
+
+func TestSymlinkProbeDirRefused(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	require.NoError(t, os.Mkdir(real, 0o700))
+	link := filepath.Join(base, "link")
+	require.NoError(t, os.Symlink(real, link))
+	_, err := openProbeDir(link)
+	require.ErrorIs(t, err, errUnsafe)
+	require.Equal(t, reasonUnsafe, reasonOf(err))
+}
+
+func TestMissingParentIsAFailureNotACreation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-mounted", "canary")
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+	waitFor(t, 5*time.Second, "a failure", func() bool {
+		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "missing"})
+		return ok
+	})
+	stop()
+	_, err := os.Stat(filepath.Dir(dir))
+	require.ErrorIs(t, err, os.ErrNotExist, "missing parents are never created")
+	succ, _ := value(gather()["diskcanary_probe_success"], map[string]string{"probe": "wal"})
+	require.Zero(t, succ.GetGauge().GetValue())
+}
+
+func TestLowSpaceFloor(t *testing.T) {
+	dir := t.TempDir()
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: config.ByteSize(1 << 62)})
+	waitFor(t, 5*time.Second, "low_space failure", func() bool {
+		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "low_space"})
+		return ok
+	})
+	stop()
+	h, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
+	require.True(t, !ok || h.GetHistogram().GetSampleCount() == 0, "nothing written below the floor")
+}
+
+func TestBudgetExhaustedSkipsBursts(t *testing.T) {
+	dir := t.TempDir()
+	// 24 × 100 KB a day allows ~100 KB per hour: the first burst fits,
+	// the next ones do not.
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+		Interval: 20 * time.Millisecond, Ops: 10, MinFree: 1, DailyWriteBudget: 24 * 100_000})
+	waitFor(t, 5*time.Second, "budget_exhausted", func() bool {
+		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "budget_exhausted"})
+		return ok
+	})
+	stop()
+	h, _ := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
+	require.LessOrEqual(t, h.GetHistogram().GetSampleCount(), uint64(10*((100_000/(10*8192+6*4096))+1)))
+}
