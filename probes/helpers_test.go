@@ -15,3 +15,7 @@ func runSelf(t *testing.T, test string, env ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// benchDir lets bench scripts point benchmarks at a filesystem of their
+// choice (tmpfs for per-op overhead).
+func benchDir() string { return os.Getenv("DISKCANARY_BENCH_DIR") }

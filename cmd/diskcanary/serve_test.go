@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigCheck(t *testing.T) {
+	out, code, err := runCLI(t, "serve", "--config.check")
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "config OK: 2 probe(s)")
+	require.Contains(t, out, "wal: wal on /var/tmp/diskcanary, 50 ops every 44s")
+
+	bad := filepath.Join(t.TempDir(), "bad.yml")
+	require.NoError(t, os.WriteFile(bad, []byte("probes:\n  targets:\n    - name: wal\n      kind: wal\n      dir: /x\n      bogus: 1\n"), 0o600))
+	_, code, err = runCLI(t, "serve", "--config.check", "--config.file", bad)
+	require.Error(t, err)
+	require.Equal(t, 1, code)
+	require.Contains(t, err.Error(), "line 6: field bogus not found")
+	require.Contains(t, err.Error(), bad)
+}
+
+func TestProbeDirFlagBeatsFile(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	out, _, err := runCLI(t, "serve", "--config.check", "--probe.dir", a, "--probe.dir", b)
+	require.NoError(t, err)
+	require.Contains(t, out, "config OK: 4 probe(s)")
+	require.Contains(t, out, "on "+a)
+	require.Contains(t, out, "on "+b)
+	require.NotContains(t, out, "/var/tmp/diskcanary")
+}
+
+func TestCollectorFlags(t *testing.T) {
+	cmd := newServeCmd()
+	for _, name := range []string{"collector.probes", "no-collector.probes", "web.listen-address", "web.config.file",
+		"log.level", "log.format", "path.procfs", "path.sysfs", "probe.dir", "config.file", "config.check"} {
+		require.NotNil(t, cmd.Flags().Lookup(name), name)
+	}
+	require.Equal(t, "[:9742]", cmd.Flags().Lookup("web.listen-address").DefValue)
+}
+
+func TestBadLogLevel(t *testing.T) {
+	_, _, err := runCLI(t, "serve", "--log.level", "loud", "--config.check")
+	require.ErrorContains(t, err, "--log.level")
+}

@@ -1,0 +1,81 @@
+package probes
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+)
+
+// readyProbe sets up a probe on a temp dir exactly as the daemon does.
+func readyProbe(tb testing.TB, c config.Probe) *probe {
+	tb.Helper()
+	c.ApplyProbeDefaults()
+	e := NewEngine([]config.Probe{c}, "/proc", "/sys", slog.New(slog.DiscardHandler))
+	p := e.probes[0]
+	require.NoError(tb, p.setup())
+	tb.Cleanup(p.teardown)
+	return p
+}
+
+// The per-op loop must not allocate: garbage collection pauses would land
+// inside the latencies being measured.
+func TestProbeOpsDoNotAllocate(t *testing.T) {
+	wal := readyProbe(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(), Ops: 50, MinFree: 1})
+	fd, err := wal.dir.create(wal.walFile(), 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	var off int64
+	allocs := testing.AllocsPerRun(200, func() {
+		wal.syncs = wal.syncs[:0]
+		off, _, err = runWAL(fd, wal.buf, off, 1, wal, wal.fl, &wal.stop, "x")
+	})
+	require.NoError(t, err)
+	require.Zero(t, allocs, "allocations per WAL op")
+
+	rr := readyProbe(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: t.TempDir(), WorkingSet: 4 << 20, MinFree: 1})
+	allocs = testing.AllocsPerRun(200, func() {
+		_, err = runReads(rr.fd, rr.buf, rr.picker, 1, rr, rr.fl, &rr.stop, "x")
+	})
+	require.NoError(t, err)
+	require.Zero(t, allocs, "allocations per read op")
+}
+
+// BenchmarkWALOp is one sequential 2300-byte write + fdatasync as the
+// daemon does it; bench/probe-overhead compares it with fio on tmpfs,
+// where fdatasync is nearly free and only the tool's overhead is left.
+func BenchmarkWALOp(b *testing.B) {
+	dir := b.TempDir()
+	if d := benchDir(); d != "" {
+		dir = d
+	}
+	p := readyProbe(b, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir, Ops: 50, MinFree: 1})
+	fd, err := p.dir.create(p.walFile(), 0)
+	require.NoError(b, err)
+	defer func() { unix.Close(fd); _ = p.dir.remove(p.walFile()) }()
+	size := int64(b.N) * 2300
+	require.NoError(b, unix.Fallocate(fd, 0, 0, size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	_, _, err = runWAL(fd, p.buf, 0, b.N, p, p.fl, &p.stop, "x")
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N), "ns/op-wall")
+	require.NoError(b, err)
+}
+
+// BenchmarkReadOp is one 4 KiB O_DIRECT random read.
+func BenchmarkReadOp(b *testing.B) {
+	dir := b.TempDir()
+	if d := benchDir(); d != "" {
+		dir = d
+	}
+	p := readyProbe(b, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 64 << 20, MinFree: 1})
+	b.ReportAllocs()
+	b.ResetTimer()
+	_, err := runReads(p.fd, p.buf, p.picker, b.N, p, p.fl, &p.stop, "x")
+	require.NoError(b, err)
+}
