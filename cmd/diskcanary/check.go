@@ -115,8 +115,6 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
 
 	out := cmd.OutOrStdout()
 	var results []checkJSON
@@ -135,10 +133,10 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		}
 		res, err := probes.Check(ctx, probes.CheckOptions{
 			Dir: dir, Profile: profile, Samples: f.samples, BlockSize: bs,
-			WorkingSet: int64(ws), KeepWorkingSet: f.keep, MinFree: int64(minFree),
+			WorkingSet: int64(ws), KeepWorkingSet: f.keep, MinFree: int64(minFree), Timeout: f.timeout,
 		})
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
+			if errors.Is(err, probes.ErrTimeout) {
 				err = fmt.Errorf("gave up after --timeout %v: %w", f.timeout, err)
 			}
 			return &exitError{2, fmt.Errorf("could not measure %s on %s: %w", profile, dir, err)}
