@@ -1,0 +1,160 @@
+package probes
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mounts, other users); CI runs as root: sudo go test ./probes/")
+	}
+}
+
+func mount(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("mount", args...).CombinedOutput()
+	require.NoError(t, err, "mount %v: %s", args, out)
+	target := args[len(args)-1]
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", target).Run() })
+}
+
+func TestTmpfsIsNamedAndItsFlushFlagged(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	mount(t, "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir)
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+		Interval: 20 * time.Millisecond, Ops: 20, MinFree: 1})
+	waitFor(t, 5*time.Second, "a cycle", func() bool {
+		m, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
+		return ok && m.GetHistogram().GetSampleCount() >= 20
+	})
+	stop()
+	mf := gather()
+	w, ok := value(mf["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "tmpfs"})
+	require.True(t, ok)
+	require.EqualValues(t, 1, w.GetGauge().GetValue())
+	f, ok := value(mf["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "flush_not_reaching_device"})
+	require.True(t, ok)
+	require.EqualValues(t, 1, f.GetGauge().GetValue(), "fdatasync on tmpfs is a no-op")
+	info, _ := value(mf["diskcanary_probe_target_info"], map[string]string{"probe": "wal"})
+	require.Contains(t, info.String(), `value:"tmpfs"`)
+}
+
+func TestRealDiskFlushIsNotFlagged(t *testing.T) {
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(),
+		Interval: 20 * time.Millisecond, Ops: 20, MinFree: 1})
+	waitFor(t, 5*time.Second, "a cycle", func() bool {
+		m, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
+		return ok && m.GetHistogram().GetSampleCount() >= 20
+	})
+	stop()
+	f, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "flush_not_reaching_device"})
+	require.True(t, ok)
+	require.Zero(t, f.GetGauge().GetValue())
+}
+
+func TestReadOnlyFilesystem(t *testing.T) {
+	requireRoot(t)
+	src, dir := t.TempDir(), t.TempDir()
+	mount(t, "--bind", src, dir)
+	mount(t, "-o", "remount,ro,bind", dir)
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+	waitFor(t, 5*time.Second, "read_only failure", func() bool {
+		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "read_only"})
+		return ok
+	})
+	stop()
+	s, _ := value(gather()["diskcanary_probe_success"], map[string]string{"probe": "wal"})
+	require.Zero(t, s.GetGauge().GetValue())
+}
+
+// Permission denied is tested as a real unprivileged user (nobody): a
+// child test process drops to uid 65534 and probes a root-only directory.
+func TestPermissionDeniedAsNonRoot(t *testing.T) {
+	requireRoot(t)
+	base, err := os.MkdirTemp("", "diskcanary-perm")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o755))
+	dir := filepath.Join(base, "rootonly")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	// The test binary lives in a 0700 build dir: copy it where nobody can run it.
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	bin := filepath.Join(base, "probes.test")
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	cmd := exec.Command(bin, "-test.run=^TestPermissionChild$", "-test.v", "-test.count=1")
+	cmd.Dir = base
+	cmd.Env = append(os.Environ(), "DISKCANARY_PERM_DIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "reason=permission")
+}
+
+func TestPermissionChild(t *testing.T) {
+	dir := os.Getenv("DISKCANARY_PERM_DIR")
+	if dir == "" {
+		t.Skip("helper for TestPermissionDeniedAsNonRoot")
+	}
+	require.NotZero(t, os.Geteuid(), "must run unprivileged")
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: filepath.Join(dir, "canary"),
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+	waitFor(t, 5*time.Second, "permission failure", func() bool {
+		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "permission"})
+		return ok
+	})
+	stop()
+	t.Log("reason=permission uid=" + strconv.Itoa(os.Geteuid()))
+}
+
+// The read probe on a block device opens it read-only and never writes.
+func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
+	requireRoot(t)
+	img := filepath.Join(t.TempDir(), "disk.img")
+	f, err := os.Create(img)
+	require.NoError(t, err)
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	for i := 0; i < 16; i++ {
+		_, err = f.Write(buf)
+		require.NoError(t, err)
+	}
+	f.Close()
+	out, err := exec.Command("losetup", "--find", "--show", img).Output()
+	require.NoError(t, err)
+	dev := string(out[:len(out)-1])
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	_, gather, stop := startEngine(t, config.Probe{Name: "raw", Kind: config.KindRandRead, Device: dev,
+		Interval: 20 * time.Millisecond, Ops: 50})
+	waitFor(t, 5*time.Second, "reads", func() bool {
+		m, ok := value(gather()["diskcanary_read_duration_seconds"], map[string]string{"probe": "raw", "device": filepath.Base(dev)})
+		return ok && m.GetHistogram().GetSampleCount() >= 100
+	})
+	stop()
+	w, _ := value(gather()["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "raw"})
+	require.Zero(t, w.GetCounter().GetValue())
+	// The device's content is untouched.
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(img, &st))
+	data, err := os.ReadFile(img)
+	require.NoError(t, err)
+	for i := 0; i < 16; i++ {
+		require.Equal(t, buf, data[i<<20:(i+1)<<20])
+	}
+}
