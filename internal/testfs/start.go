@@ -1,0 +1,121 @@
+package testfs
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// childEnv marks a test binary re-executed to be the FUSE server.
+const childEnv = "DISKCANARY_TESTFS_CHILD"
+
+// ServeIfChild turns a re-executed test binary into the FUSE server. Call
+// it first in TestMain of every package that uses Start.
+func ServeIfChild() {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(Main(os.Args[1:]))
+	}
+}
+
+// Mounted is a running test filesystem.
+type Mounted struct {
+	Dir     string // the mountpoint
+	Backing string
+	Control *Control
+	cmd     *exec.Cmd
+}
+
+// Start mounts a test filesystem over backing (a fresh directory under
+// /dev/shm when backing is "", with --fake-sync, so injected latency is
+// the whole latency) in its own process, the current test binary
+// re-executed. It skips the test when not root or without /dev/fuse, and
+// unmounts at cleanup.
+func Start(tb testing.TB, backing string, args ...string) *Mounted {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("skipping: the FUSE test filesystem needs root (mount); CI runs as root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		tb.Skip("skipping: no /dev/fuse on this machine")
+	}
+	if backing == "" {
+		dir, err := os.MkdirTemp("/dev/shm", "dc-testfs-backing-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+		backing = dir
+		args = append(args, "--fake-sync")
+	}
+	mnt, err := os.MkdirTemp("", "dc-testfs-mnt-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sock := filepath.Join(os.TempDir(), filepath.Base(mnt)+".sock")
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(self, append([]string{"--backing", backing, "--mountpoint", mnt, "--control", sock}, args...)...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	m := &Mounted{Dir: mnt, Backing: backing, cmd: cmd}
+	tb.Cleanup(func() { m.stop(tb); os.Remove(mnt); os.Remove(sock) })
+
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- strings.TrimSpace(line)
+	}()
+	select {
+	case line := <-ready:
+		if line != "ready" {
+			tb.Fatalf("test filesystem did not start (said %q)", line)
+		}
+	case <-time.After(20 * time.Second):
+		tb.Fatal("test filesystem did not start within 20s")
+	}
+	if m.Control, err = Dial(sock); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// Do sends a control command and fails the test on error.
+func (m *Mounted) Do(tb testing.TB, cmd string) {
+	tb.Helper()
+	if _, err := m.Control.Do(cmd); err != nil {
+		tb.Fatalf("testfs %s: %v", cmd, err)
+	}
+}
+
+func (m *Mounted) stop(tb testing.TB) {
+	if m.Control != nil {
+		_, _ = m.Control.Do("release")
+		m.Control.Close()
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- m.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		tb.Logf("test filesystem did not exit; killing it and detaching %s", m.Dir)
+		_ = m.cmd.Process.Kill()
+		<-done
+	}
+	// Never leave a dead FUSE mount behind on a test machine.
+	_ = syscall.Unmount(m.Dir, syscall.MNT_DETACH)
+}
