@@ -133,6 +133,13 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if enabled["probes"] {
+		// The host, not only the file: no symlinks, devices or etcd data
+		// directories as write targets, at check time and before any write.
+		if err := c.CheckHost(); err != nil {
+			return err
+		}
+	}
 	if f.configCheck {
 		if f.webConfig != "" {
 			if err := web.Validate(f.webConfig); err != nil {

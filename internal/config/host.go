@@ -1,0 +1,194 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProbeFilePrefix starts the name of every file a probe creates; it must
+// equal probes.filePrefix (a probes test checks). A probe directory may hold
+// these and nothing a probe could be mistaken for owning.
+const ProbeFilePrefix = ".diskcanary-"
+
+// CheckHost checks the probe directories against the host as it is now, on
+// top of Validate's checks of the file alone. `serve --config.check` and
+// `serve` at startup run it, so a config that would write somewhere it must
+// not is refused before the first write. It refuses:
+//   - a relative path or one with a ".." element: the daemon's working
+//     directory is no place to write, and ".." resolved through a symlinked
+//     parent lands somewhere other than the lexical path says;
+//   - a symlink, a block device or anything else that is not a directory:
+//     probe files are created only in a plain directory, and a block
+//     device is never a write target (randread may read one via device:);
+//   - an etcd data directory, its member/ directory or anything inside that:
+//     probe files belong next to etcd's data, never inside it;
+//   - the root of a mounted filesystem that holds other data: a dedicated
+//     subdirectory keeps the probe files easy to find and remove, and keeps
+//     the filesystem's owner from treating them as its own.
+//
+// A directory that does not exist yet is accepted: the probe creates it
+// (but never its parents) and reports a missing mount as a probe failure.
+func (c *Config) CheckHost() error {
+	for i := range c.Probes.Targets {
+		p := &c.Probes.Targets[i]
+		if p.Dir == "" {
+			continue
+		}
+		if err := CheckProbeDir(p.Dir); err != nil {
+			return p.errorf("probes.targets[].dir: %v", err)
+		}
+	}
+	return nil
+}
+
+// ErrUnsafeProbeDir is wrapped by every CheckProbeDir refusal.
+var ErrUnsafeProbeDir = errors.New("unsafe probe directory")
+
+// CheckProbeDir applies CheckHost's rules to one directory.
+func CheckProbeDir(dir string) error {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w: %s", dir, ErrUnsafeProbeDir, fmt.Sprintf(format, args...))
+	}
+	if !filepath.IsAbs(dir) {
+		return refuse("not an absolute path")
+	}
+	for _, el := range strings.Split(dir, "/") {
+		if el == ".." {
+			return refuse(`contains ".."; name the directory directly`)
+		}
+	}
+	dir = filepath.Clean(dir)
+
+	// Nothing inside an etcd member tree, whether it exists yet or not.
+	for a := dir; ; a = filepath.Dir(a) {
+		if what := etcdRole(a); what != "" && (a == dir || what != etcdDataDir) {
+			if a == dir {
+				return refuse("is %s; use a sibling directory on the same filesystem, e.g. %s", what, filepath.Join(filepath.Dir(etcdDataRoot(a)), "etcd-diskcanary"))
+			}
+			return refuse("is inside %s %s; use a sibling of the etcd data directory on the same filesystem", what, a)
+		}
+		if a == "/" {
+			break
+		}
+	}
+
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		return refuse("is a symlink; probe directories are never followed through symlinks, name the target directly")
+	case m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0:
+		return refuse("is a block device; write probes never write to a device (a randread probe can read one with device:)")
+	case !m.IsDir():
+		return refuse("is not a directory (%v)", m.Type())
+	}
+
+	root, err := isMountRoot(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if root {
+		if other, err := foreignEntry(dir); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		} else if other != "" {
+			return refuse("is the root of a mounted filesystem that holds other data (%s); use a dedicated subdirectory, e.g. %s", other, filepath.Join(dir, "diskcanary"))
+		}
+	}
+	return nil
+}
+
+const (
+	etcdDataDir   = "an etcd data directory"
+	etcdMemberDir = "an etcd member directory"
+	etcdStoreDir  = "etcd's wal or snap directory"
+)
+
+// etcdRole names what path is in an etcd data layout (data-dir/member/{wal,snap}),
+// or "" if it is none of those.
+func etcdRole(path string) string {
+	isDir := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.IsDir()
+	}
+	hasStore := func(member string) bool {
+		return isDir(filepath.Join(member, "wal")) || isDir(filepath.Join(member, "snap"))
+	}
+	switch {
+	case hasStore(filepath.Join(path, "member")):
+		return etcdDataDir
+	case filepath.Base(path) == "member" && hasStore(path):
+		return etcdMemberDir
+	case (filepath.Base(path) == "wal" || filepath.Base(path) == "snap") &&
+		filepath.Base(filepath.Dir(path)) == "member" && isDir(path):
+		return etcdStoreDir
+	}
+	return ""
+}
+
+// etcdDataRoot walks up from a path in an etcd layout to its data directory.
+func etcdDataRoot(path string) string {
+	for a := path; a != "/"; a = filepath.Dir(a) {
+		if etcdRole(a) == etcdDataDir {
+			return a
+		}
+	}
+	return path
+}
+
+// isMountRoot reports whether dir is the root of a mount. statx's
+// STATX_ATTR_MOUNT_ROOT also sees bind mounts of a directory on the same
+// filesystem; kernels before 5.8 fall back to comparing st_dev with "..".
+func isMountRoot(dir string) (bool, error) {
+	if dir == "/" {
+		return true, nil
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err == nil &&
+		stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	}
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// foreignEntry returns the name of an entry that is neither a probe file nor
+// the lost+found every ext* and xfs_repair root has, or "" if there is none.
+func foreignEntry(dir string) (string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(64)
+		for _, n := range names {
+			if n != "lost+found" && !strings.HasPrefix(n, ProbeFilePrefix) {
+				return n, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return "", nil // every entry was ours
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
