@@ -1,10 +1,12 @@
 package probes
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -156,5 +158,86 @@ func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	for i := 0; i < 16; i++ {
 		require.Equal(t, buf, data[i<<20:(i+1)<<20])
+	}
+}
+
+// loopFS makes a small real filesystem on a loop device and mounts it.
+// mkfsArgs go to mkfs.ext4 (lazy init off, so nothing writes behind the
+// probe's back).
+func loopFS(t *testing.T, size int64, mkfsArgs ...string) (mnt, dev string) {
+	t.Helper()
+	requireRoot(t)
+	img := filepath.Join(t.TempDir(), "fs.img")
+	require.NoError(t, os.WriteFile(img, nil, 0o600))
+	require.NoError(t, os.Truncate(img, size))
+	args := append([]string{"-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"}, mkfsArgs...)
+	out, err := exec.Command("mkfs.ext4", append(args, img)...).CombinedOutput()
+	require.NoError(t, err, "mkfs.ext4: %s", out)
+	o, err := exec.Command("losetup", "--find", "--show", img).Output()
+	require.NoError(t, err)
+	dev = strings.TrimSpace(string(o))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	mnt = t.TempDir()
+	mount(t, dev, mnt)
+	return mnt, dev
+}
+
+// fill writes files into dir until the filesystem says ENOSPC; with
+// inodes, it makes empty files until no inode is left.
+func fill(t *testing.T, dir string, inodes bool) {
+	t.Helper()
+	chunk := make([]byte, 64<<10)
+	for i := 0; ; i++ {
+		f, err := os.OpenFile(filepath.Join(dir, "filler-"+strconv.Itoa(i)), os.O_CREATE|os.O_WRONLY, 0o600)
+		if errors.Is(err, syscall.ENOSPC) {
+			return
+		}
+		require.NoError(t, err)
+		for !inodes {
+			if _, err = f.Write(chunk); err != nil {
+				require.ErrorIs(t, err, syscall.ENOSPC)
+				f.Close()
+				return
+			}
+		}
+		f.Close()
+	}
+}
+
+// A full filesystem is a failure reason, never a crash, and the probe
+// leaves nothing behind and recovers when space comes back. Out of inodes,
+// the kernel's own ENOSPC reaches the probe (statfs shows free blocks); out
+// of blocks, the free-space floor refuses before the kernel would.
+func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		inodes       bool
+	}{
+		{"inodes", "no_space", true},
+		{"blocks", "low_space", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt, _ := loopFS(t, 32<<20, "-m", "0", "-N", "64")
+			dir := filepath.Join(mnt, "canary")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			fill(t, mnt, tc.inodes)
+			_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+				Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+			success := func() float64 {
+				m, _ := value(gather()["diskcanary_probe_success"], map[string]string{"probe": "wal"})
+				return m.GetGauge().GetValue()
+			}
+			waitFor(t, 5*time.Second, tc.reason+" failure", func() bool {
+				_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": tc.reason})
+				return ok && success() == 0
+			})
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Empty(t, entries, "a failed cycle leaves no probe file")
+
+			require.NoError(t, os.Remove(filepath.Join(mnt, "filler-0")))
+			waitFor(t, 5*time.Second, "recovery once space is back", func() bool { return success() == 1 })
+			stop()
+		})
 	}
 }
