@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 func requireRoot(t *testing.T) {
@@ -161,27 +161,6 @@ func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
 	}
 }
 
-// loopFS makes a small real filesystem on a loop device and mounts it.
-// mkfsArgs go to mkfs.ext4 (lazy init off, so nothing writes behind the
-// probe's back).
-func loopFS(t *testing.T, size int64, mkfsArgs ...string) (mnt, dev string) {
-	t.Helper()
-	requireRoot(t)
-	img := filepath.Join(t.TempDir(), "fs.img")
-	require.NoError(t, os.WriteFile(img, nil, 0o600))
-	require.NoError(t, os.Truncate(img, size))
-	args := append([]string{"-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"}, mkfsArgs...)
-	out, err := exec.Command("mkfs.ext4", append(args, img)...).CombinedOutput()
-	require.NoError(t, err, "mkfs.ext4: %s", out)
-	o, err := exec.Command("losetup", "--find", "--show", img).Output()
-	require.NoError(t, err)
-	dev = strings.TrimSpace(string(o))
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
-	mnt = t.TempDir()
-	mount(t, dev, mnt)
-	return mnt, dev
-}
-
 // fill writes files into dir until the filesystem says ENOSPC; with
 // inodes, it makes empty files until no inode is left.
 func fill(t *testing.T, dir string, inodes bool) {
@@ -217,7 +196,7 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 		{"blocks", "low_space", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mnt, _ := loopFS(t, 32<<20, "-m", "0", "-N", "64")
+			mnt, _ := testenv.LoopFS(t, 32<<20, "ext4", "-m", "0", "-N", "64")
 			dir := filepath.Join(mnt, "canary")
 			require.NoError(t, os.Mkdir(dir, 0o700))
 			fill(t, mnt, tc.inodes)

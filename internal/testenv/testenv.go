@@ -1,0 +1,117 @@
+// Package testenv makes real slow and broken disks for tests: small
+// filesystems on loop devices, and the cgroup-v1 blkio throttle that slows
+// one loop device for one process tree. Everything needs root; callers skip
+// with a clear message otherwise (CI runs as root).
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// RequireRoot skips the test unless it runs as root.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("skipping: needs root (loop devices, mounts, cgroups); CI runs as root")
+	}
+}
+
+// LoopFS makes a filesystem of fstype (ext4, xfs, btrfs) on a fresh loop
+// device backed by a size-byte file, mounts it, and undoes it all at
+// cleanup. ext4 is made with lazy init off, so no kernel thread keeps
+// writing behind the measurement. It returns the mountpoint and the loop
+// device path.
+func LoopFS(tb testing.TB, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
+	tb.Helper()
+	RequireRoot(tb)
+	img := filepath.Join(tb.TempDir(), "fs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		tb.Fatal(err)
+	}
+	args := []string{"-q"}
+	switch fstype {
+	case "ext4":
+		args = append(args, "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+	case "xfs", "btrfs":
+		args = append(args, "-f")
+	}
+	args = append(append(args, mkfsArgs...), img)
+	if out, err := exec.Command("mkfs."+fstype, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("mkfs.%s: %v: %s", fstype, err, out)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).Output()
+	if err != nil {
+		tb.Fatalf("losetup: %v", err)
+	}
+	dev = strings.TrimSpace(string(out))
+	tb.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	mnt = tb.TempDir()
+	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
+		tb.Fatalf("mount %s: %v: %s", dev, err, out)
+	}
+	// Registered after TempDir's own cleanup, so it runs first.
+	tb.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	return mnt, dev
+}
+
+// DevNumbers is "MAJ:MIN" of a block device node.
+func DevNumbers(tb testing.TB, dev string) string {
+	tb.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		tb.Fatal(err)
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
+}
+
+const blkioRoot = "/sys/fs/cgroup/blkio"
+
+// Throttle is a cgroup-v1 blkio group that limits one block device.
+type Throttle struct{ Path string }
+
+// NewThrottle makes a blkio cgroup that limits dev to writeIOPS writes per
+// second for the processes put in it, and removes it at cleanup. It skips
+// when the blkio controller is not mounted.
+func NewThrottle(tb testing.TB, dev string, writeIOPS int) *Throttle {
+	tb.Helper()
+	RequireRoot(tb)
+	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_iops_device")); err != nil {
+		tb.Skip("skipping: no cgroup-v1 blkio throttle at " + blkioRoot)
+	}
+	path := filepath.Join(blkioRoot, fmt.Sprintf("diskcanary-test-%d-%s", os.Getpid(), filepath.Base(dev)))
+	if err := os.Mkdir(path, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		// A cgroup is removable once its processes are gone; move any
+		// straggler (the test itself never joins) back to the root.
+		if b, err := os.ReadFile(filepath.Join(path, "cgroup.procs")); err == nil {
+			for _, pid := range strings.Fields(string(b)) {
+				_ = os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(pid), 0o644)
+			}
+		}
+		_ = os.Remove(path)
+	})
+	rule := fmt.Sprintf("%s %d", DevNumbers(tb, dev), writeIOPS)
+	if err := os.WriteFile(filepath.Join(path, "blkio.throttle.write_iops_device"), []byte(rule), 0o644); err != nil {
+		tb.Fatalf("blkio throttle %q: %v", rule, err)
+	}
+	return &Throttle{Path: path}
+}
+
+// Command returns cmd wrapped so the process joins the throttled group
+// before it execs: no I/O of it escapes the limit.
+func (t *Throttle) Command(name string, args ...string) *exec.Cmd {
+	script := `echo $$ > "$0/cgroup.procs" && exec "$@"`
+	return exec.Command("sh", append([]string{"-c", script, t.Path, name}, args...)...)
+}
