@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// The daemon as a user runs it: a config file, a landing page, /metrics
+// with probe results, and on SIGTERM in the middle of probing a clean exit
+// that leaves no WAL probe file behind (the read working set is kept on
+// purpose: it is expensive to lay out).
+func TestServeEndToEndAndSIGTERMCleanup(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`probes:
+  targets:
+    - name: wal
+      kind: wal
+      dir: %[1]s
+      interval: 50ms
+      ops: 50
+      min_free: 1B
+    - name: rr
+      kind: randread
+      dir: %[1]s
+      interval: 50ms
+      working_set: 4MiB
+      min_free: 1B
+smart:
+  enabled: false
+`, dir)), 0o600))
+	addr := freePort(t)
+	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	var metrics string
+	require.Eventually(t, func() bool {
+		code, body, err := get("http://" + addr + "/metrics")
+		metrics = body
+		return err == nil && code == 200 && strings.Contains(body, `diskcanary_probe_runs_total{probe="wal"}`) &&
+			strings.Contains(body, `diskcanary_probe_runs_total{probe="rr"}`)
+	}, 20*time.Second, 50*time.Millisecond, "probe results on /metrics; logs:\n%s", &logs)
+	require.Contains(t, metrics, `diskcanary_fdatasync_duration_seconds_bucket{device=`)
+	require.Contains(t, metrics, `diskcanary_collector_success{collector="probes"} 1`)
+	require.Contains(t, metrics, "diskcanary_build_info")
+
+	code, landing, err := get("http://" + addr + "/")
+	require.NoError(t, err)
+	require.Equal(t, 200, code)
+	require.Contains(t, landing, "/metrics")
+
+	// Stop it while a WAL burst is likely under way (50 syncs every 50 ms).
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "clean exit on SIGTERM; logs:\n%s", &logs)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit 10s after SIGTERM; logs:\n%s", &logs)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.NotContains(t, strings.Join(names, " "), "wal", "WAL probe file removed on shutdown")
+	require.Contains(t, strings.Join(names, " "), "readset", "the read working set is kept for the next start")
+}
+
+// A port in use is a clear error and a non-zero exit, not a hang.
+func TestServePortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	cmd := diskcanaryCmd(t, nil, "serve", "--probe.dir", t.TempDir(),
+		"--web.listen-address", l.Addr().String())
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "address already in use")
+}
