@@ -51,6 +51,7 @@ type PartInfo struct {
 // the --[no-]collector.NAME flags from it.
 var Parts = []PartInfo{
 	{Name: "probes", EnabledDefault: true, Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
+	{Name: "smart", EnabledDefault: true, Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
 }
 
 var (

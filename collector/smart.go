@@ -1,0 +1,180 @@
+package collector
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/diskcanary/diskcanary/internal/smart"
+)
+
+// smartPart exposes SMART health. smartctl runs in Run on the runner's own
+// schedule; Update only turns the runner's last results into const metrics,
+// so a hung disk can never hold up a scrape.
+type smartPart struct {
+	runner *smart.Runner
+}
+
+func newSmartPart(o Options) (Part, error) {
+	c := o.Config.Smart
+	targets := make([]smart.Target, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		targets = append(targets, smart.Target{Name: d.Name, Type: d.Type})
+	}
+	return &smartPart{runner: smart.NewRunner(smart.RunnerConfig{
+		Smartctl:       c.Smartctl,
+		Interval:       c.Interval,
+		Timeout:        c.Timeout,
+		Concurrency:    c.Concurrency,
+		Scan:           c.Scan,
+		RescanInterval: c.RescanInterval,
+		VanishedAfter:  c.VanishedAfter,
+		NoCheck:        c.NoCheck,
+		Devices:        targets,
+		ProcFS:         o.Config.ProcFS,
+		SysFS:          o.Config.SysFS,
+		Logger:         o.Logger,
+	})}, nil
+}
+
+func (p *smartPart) Run(ctx context.Context) { p.runner.Run(ctx) }
+
+func (p *smartPart) Update(ch chan<- prometheus.Metric) error {
+	emitSmartStatus(ch, p.runner.Status())
+	return nil
+}
+
+func smartDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, append([]string{"device"}, labels...), nil)
+}
+
+// The SMART descriptors, built once. `device` is the kernel name (sda,
+// nvme0n1) so the series join diskstats and node_exporter.
+var (
+	smartctlAvailableDesc = prometheus.NewDesc(namespace+"_smartctl_available",
+		"Whether the smartctl binary was found (0: no SMART metrics; install smartmontools).", nil, nil)
+	smartScanSuccessDesc = prometheus.NewDesc(namespace+"_smart_scan_success",
+		"Whether the last smartctl --scan-open discovery succeeded.", nil, nil)
+	smartInfoDesc = smartDesc("smart_device_info", "Identity of a SMART device; always 1.",
+		"protocol", "type", "model", "serial", "firmware", "wwn")
+	smartHealthyDesc = smartDesc("smart_healthy",
+		"SMART overall health self-assessment (1 passed, 0 failed; NVMe fails on any critical warning).")
+	smartTempDesc        = smartDesc("smart_temperature_celsius", "Current drive temperature.")
+	smartPowerOnDesc     = smartDesc("smart_power_on_seconds_total", "Power-on time.")
+	smartPowerCyclesDesc = smartDesc("smart_power_cycles_total", "Power cycles (ATA, NVMe).")
+	smartWearDesc        = smartDesc("smart_wear_used_ratio",
+		"Share of rated endurance used (NVMe percentage used, SCSI endurance indicator, ATA device statistics or life attributes); may exceed 1.")
+	smartMediaErrorsDesc = smartDesc("smart_media_errors_total",
+		"Unrecovered media errors (NVMe media errors, SCSI total uncorrected, ATA 187/devstat/198).")
+	smartReallocDesc = smartDesc("smart_reallocated_sectors",
+		"Reallocated sectors (ATA attribute 5) or SCSI grown defect list entries.")
+	smartPendingDesc     = smartDesc("smart_pending_sectors", "Sectors pending reallocation (ATA attribute 197).")
+	smartSpareDesc       = smartDesc("smart_available_spare_ratio", "NVMe available spare.")
+	smartSpareThreshDesc = smartDesc("smart_available_spare_threshold_ratio", "NVMe available spare threshold.")
+	smartCritWarnDesc    = smartDesc("smart_critical_warning", "NVMe critical-warning flags (1 set).", "flag")
+	smartAttrValueDesc   = smartDesc("smart_attribute_value", "ATA SMART attribute normalised value.", "id", "name")
+	smartAttrWorstDesc   = smartDesc("smart_attribute_worst", "ATA SMART attribute worst normalised value.", "id", "name")
+	smartAttrThreshDesc  = smartDesc("smart_attribute_threshold", "ATA SMART attribute failure threshold.", "id", "name")
+	smartAttrRawDesc     = smartDesc("smart_attribute_raw", "ATA SMART attribute raw value (48-bit, vendor-encoded).", "id", "name")
+	smartExitDesc        = smartDesc("smartctl_exit_status", "Exit status of the last smartctl run (a bitmask, see smartctl(8)); -1 if it did not finish.")
+	smartExitBitDesc     = smartDesc("smartctl_exit_status_bit", "One bit of the last smartctl exit status, by name.", "bit")
+	smartSuccessDesc     = smartDesc("smart_collect_success",
+		"Whether the last smartctl run read the device (or found it asleep and left it so).")
+	smartLastSuccessDesc = smartDesc("smart_last_success_timestamp_seconds", "When SMART data was last read from the device.")
+	smartTimeoutsDesc    = smartDesc("smartctl_timeouts_total", "smartctl runs killed at the timeout.")
+	smartStandbyDesc     = smartDesc("smart_standby",
+		"1 when the last run found the disk in a low-power mode and left it asleep (--nocheck); its values are from the last read.")
+	smartQuarantinedDesc = smartDesc("smart_quarantined",
+		"1 while the device is backed off because smartctl hung on it.")
+	smartMissingCapDesc = smartDesc("smart_missing_capability",
+		"1 when smartctl failed for lack of this capability (CAP_SYS_RAWIO for ATA/SCSI, CAP_SYS_ADMIN for NVMe).", "capability")
+)
+
+func emitSmartStatus(ch chan<- prometheus.Metric, s smart.Status) {
+	ch <- prometheus.MustNewConstMetric(smartctlAvailableDesc, prometheus.GaugeValue, smartBool(s.SmartctlFound))
+	if !s.SmartctlFound {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(smartScanSuccessDesc, prometheus.GaugeValue, smartBool(s.ScanSuccess))
+	for i := range s.Devices {
+		emitSmartDevice(ch, &s.Devices[i])
+	}
+}
+
+// emitSmartDevice sends one device's series. Values the device did not
+// report are left out, never sent as 0.
+func emitSmartDevice(ch chan<- prometheus.Metric, d *smart.DeviceState) {
+	dev := d.Label
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{dev}, labels...)...)
+	}
+	counter := func(desc *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, dev)
+	}
+	opt := func(desc *prometheus.Desc, v *float64, kind prometheus.ValueType) {
+		if v != nil {
+			ch <- prometheus.MustNewConstMetric(desc, kind, *v, dev)
+		}
+	}
+
+	gauge(smartExitDesc, float64(d.ExitStatus))
+	if d.ExitStatus >= 0 {
+		for bit, name := range smart.ExitBitNames {
+			gauge(smartExitBitDesc, float64(int(d.ExitStatus)>>bit&1), name)
+		}
+	}
+	gauge(smartSuccessDesc, smartBool(d.Success))
+	if !d.LastSuccess.IsZero() {
+		gauge(smartLastSuccessDesc, float64(d.LastSuccess.UnixNano())/1e9)
+	}
+	counter(smartTimeoutsDesc, float64(d.Timeouts))
+	gauge(smartStandbyDesc, smartBool(d.Standby))
+	gauge(smartQuarantinedDesc, smartBool(d.Quarantined))
+	if d.MissingCapability != "" {
+		gauge(smartMissingCapDesc, 1, d.MissingCapability)
+	}
+
+	r := d.Result
+	if r == nil {
+		return
+	}
+	gauge(smartInfoDesc, 1, r.Protocol, d.Target.Type, r.Model, r.Serial, r.Firmware, r.WWN)
+	h := &r.Health
+	if h.Healthy != nil {
+		gauge(smartHealthyDesc, smartBool(*h.Healthy))
+	}
+	opt(smartTempDesc, h.TemperatureCelsius, prometheus.GaugeValue)
+	opt(smartPowerOnDesc, h.PowerOnSeconds, prometheus.CounterValue)
+	opt(smartPowerCyclesDesc, h.PowerCycles, prometheus.CounterValue)
+	opt(smartWearDesc, h.WearUsedRatio, prometheus.GaugeValue)
+	opt(smartMediaErrorsDesc, h.MediaErrors, prometheus.CounterValue)
+	opt(smartReallocDesc, h.ReallocatedSectors, prometheus.GaugeValue)
+	opt(smartPendingDesc, h.PendingSectors, prometheus.GaugeValue)
+	opt(smartSpareDesc, h.AvailableSpareRatio, prometheus.GaugeValue)
+	opt(smartSpareThreshDesc, h.AvailableSpareThresholdRatio, prometheus.GaugeValue)
+	if h.CriticalWarning != nil {
+		for bit, flag := range smart.CriticalWarningFlags {
+			gauge(smartCritWarnDesc, float64(*h.CriticalWarning>>bit&1), flag)
+		}
+	}
+	for i := range r.Attributes {
+		a := &r.Attributes[i]
+		id := strconv.Itoa(a.ID)
+		for _, m := range [...]struct {
+			desc *prometheus.Desc
+			v    *float64
+		}{{smartAttrValueDesc, a.Value}, {smartAttrWorstDesc, a.Worst}, {smartAttrThreshDesc, a.Threshold}, {smartAttrRawDesc, a.Raw}} {
+			if m.v != nil {
+				gauge(m.desc, *m.v, id, a.Name)
+			}
+		}
+	}
+}
+
+func smartBool(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,206 @@
+package smart
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func parseFixture(t testing.TB, name string) *Result {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	r, err := Parse(data)
+	require.NoError(t, err)
+	return r
+}
+
+// f64 and b make expected values readable; nil means "must be absent".
+func f64(v float64) *float64 { return &v }
+func b(v bool) *bool         { return &v }
+
+func TestParseProjectFixtures(t *testing.T) {
+	cases := []struct {
+		file     string
+		protocol string
+		exit     ExitStatus
+		health   Health
+		model    string
+		wwn      string
+	}{
+		{
+			file: "ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json", protocol: ProtocolATA,
+			exit: ExitDiskFailing | ExitPrefailBelow | ExitErrorLog | ExitSelfTestLogError,
+			health: Health{Healthy: b(false), TemperatureCelsius: f64(25), PowerOnSeconds: f64(65592 * 3600),
+				PowerCycles: f64(86), ReallocatedSectors: f64(1975), PendingSectors: f64(8), MediaErrors: f64(0)},
+		},
+		{
+			file: "nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json", protocol: ProtocolNVMe, exit: ExitDiskFailing,
+			health: Health{Healthy: b(false), TemperatureCelsius: f64(40), PowerOnSeconds: f64(18376 * 3600), PowerCycles: f64(6),
+				WearUsedRatio: f64(0), MediaErrors: f64(0), AvailableSpareRatio: f64(1), AvailableSpareThresholdRatio: f64(0.1),
+				CriticalWarning: ptr(16)},
+		},
+		{
+			file: "nvme-pct-used-51-spare-93-smartctl-exporter.json", protocol: ProtocolNVMe,
+			health: Health{Healthy: b(true), TemperatureCelsius: f64(30), PowerOnSeconds: f64(54704 * 3600), PowerCycles: f64(12),
+				WearUsedRatio: f64(0.51), MediaErrors: f64(0), AvailableSpareRatio: f64(0.93), AvailableSpareThresholdRatio: f64(0.1),
+				CriticalWarning: ptr(0)},
+		},
+		{
+			file: "sat-hdd-reallocated-304-smartctl-exporter.json", protocol: ProtocolATA, wwn: "0x5000c5001234567890"[:0],
+			health: Health{Healthy: b(true), TemperatureCelsius: f64(33), PowerOnSeconds: f64(44668 * 3600), PowerCycles: f64(26),
+				ReallocatedSectors: f64(304), PendingSectors: f64(0), MediaErrors: f64(0)},
+		},
+		{
+			file: "scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json", protocol: ProtocolSCSI,
+			health: Health{Healthy: b(true), TemperatureCelsius: f64(33), PowerOnSeconds: f64(102880*3600 + 59*60),
+				ReallocatedSectors: f64(260), MediaErrors: f64(536)},
+		},
+		{
+			file: "sat-ssd-kingston-a400-rc4-smartctl-exporter.json", protocol: ProtocolATA, exit: ExitCommandFailed,
+			health: Health{Healthy: b(true), TemperatureCelsius: f64(38), PowerOnSeconds: f64(4994 * 3600), PowerCycles: f64(8),
+				WearUsedRatio: f64(0.02), MediaErrors: f64(0)},
+		},
+		{
+			file: "megaraid-sat-hdd-disk1-reallocated-387-rc4-v7.1-scrutiny.json", protocol: ProtocolATA, exit: ExitCommandFailed,
+			health: Health{Healthy: b(true), TemperatureCelsius: f64(36), PowerOnSeconds: f64(37788 * 3600), PowerCycles: f64(68),
+				ReallocatedSectors: f64(387), PendingSectors: f64(0), MediaErrors: f64(0)},
+		},
+		{file: "error-open-failed-windows-rc2-v7.0-scrutiny.json", exit: ExitOpenFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			r := parseFixture(t, c.file)
+			require.Equal(t, c.protocol, r.Protocol)
+			require.Equal(t, c.exit, r.ExitStatus, "exit bits %v", r.ExitStatus.Bits())
+			requireHealth(t, c.health, r.Health)
+		})
+	}
+}
+
+func requireHealth(t *testing.T, want, got Health) {
+	t.Helper()
+	eqf := func(name string, w, g *float64) {
+		t.Helper()
+		if w == nil {
+			require.Nil(t, g, "%s must be absent", name)
+			return
+		}
+		require.NotNil(t, g, "%s must be present", name)
+		require.InDelta(t, *w, *g, 1e-9, name)
+	}
+	require.Equal(t, want.Healthy, got.Healthy, "healthy")
+	eqf("temperature", want.TemperatureCelsius, got.TemperatureCelsius)
+	eqf("power_on_seconds", want.PowerOnSeconds, got.PowerOnSeconds)
+	eqf("power_cycles", want.PowerCycles, got.PowerCycles)
+	eqf("wear_used_ratio", want.WearUsedRatio, got.WearUsedRatio)
+	eqf("media_errors", want.MediaErrors, got.MediaErrors)
+	eqf("reallocated_sectors", want.ReallocatedSectors, got.ReallocatedSectors)
+	eqf("pending_sectors", want.PendingSectors, got.PendingSectors)
+	eqf("available_spare_ratio", want.AvailableSpareRatio, got.AvailableSpareRatio)
+	eqf("available_spare_threshold_ratio", want.AvailableSpareThresholdRatio, got.AvailableSpareThresholdRatio)
+	require.Equal(t, want.CriticalWarning, got.CriticalWarning, "critical_warning")
+}
+
+func TestExitStatusBits(t *testing.T) {
+	for bit := range 8 {
+		e := ExitStatus(1 << bit)
+		require.Equal(t, []string{ExitBitNames[bit]}, e.Bits())
+		require.Equal(t, bit < 2, e.NoData(), "bit %d", bit)
+	}
+	require.Equal(t, []string{"disk_failing", "prefail_attribute_below_threshold", "error_log_has_errors", "self_test_log_has_errors"}, ExitStatus(216).Bits())
+	require.Empty(t, ExitStatus(0).Bits())
+}
+
+func TestParseStandby(t *testing.T) {
+	r := parseFixture(t, "synth-ata-standby-v7.3.json")
+	require.True(t, r.Standby())
+	require.Equal(t, "STANDBY", r.PowerMode)
+	require.True(t, r.ExitStatus.NoData())
+	require.Empty(t, r.Errors, "standby is not an error")
+	require.Nil(t, r.Health.Healthy)
+	require.Equal(t, "WDC WD40EFRX-68N32N0", r.Model)
+}
+
+func TestParseDuplicateAttribute(t *testing.T) {
+	r := parseFixture(t, "synth-ata-duplicate-attribute.json")
+	require.Len(t, r.Attributes, 2)
+	require.Equal(t, 5, r.Attributes[0].ID)
+	require.Equal(t, 8.0, *r.Attributes[0].Raw, "the first row wins")
+	require.Equal(t, 8.0, *r.Health.ReallocatedSectors)
+	require.Len(t, r.Errors, 1)
+	require.Contains(t, r.Errors[0], "attribute 5")
+}
+
+func TestParsePartialTypeError(t *testing.T) {
+	// power_cycle_count as a string must cost that field only.
+	r, err := Parse([]byte(`{"smartctl":{"exit_status":0},"device":{"name":"/dev/sda","protocol":"ATA"},
+		"power_cycle_count":"many","temperature":{"current":41},"smart_status":{"passed":true}}`))
+	require.NoError(t, err)
+	require.Nil(t, r.Health.PowerCycles)
+	require.Equal(t, 41.0, *r.Health.TemperatureCelsius)
+	require.Equal(t, true, *r.Health.Healthy)
+
+	// A boolean that is not a boolean must not read as "failed".
+	r, err = Parse([]byte(`{"smartctl":{"exit_status":0},"smart_status":{"passed":"yes"}}`))
+	require.NoError(t, err)
+	require.Nil(t, r.Health.Healthy)
+
+	// A structural mismatch costs that section and is reported.
+	r, err = Parse([]byte(`{"smartctl":{"exit_status":0},"device":{"protocol":"ATA"},"temperature":{"current":40},"ata_smart_attributes":{"table":{"id":5}}}`))
+	require.NoError(t, err)
+	require.Equal(t, 40.0, *r.Health.TemperatureCelsius)
+	require.Empty(t, r.Attributes)
+	require.NotEmpty(t, r.Errors)
+}
+
+func TestParseRejectsNonSmartctl(t *testing.T) {
+	for _, in := range []string{``, `garbage`, `[]`, `{}`, `null`, `{"devices":[]}`, `{"smartctl":`} {
+		_, err := Parse([]byte(in))
+		require.Error(t, err, "%q", in)
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	r := parseFixture(t, "ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json")
+	// naa 5, oui 3274 (0x000cca), id 15028879784 (0x37fca81a8)
+	require.Equal(t, "0x5000cca37fca81a8", r.WWN)
+	require.Equal(t, "MS1OA650", r.Firmware)
+	s := parseFixture(t, "scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json")
+	require.Equal(t, "DX10", s.Firmware)
+	require.NotEmpty(t, s.Model)
+}
+
+func TestParseScan(t *testing.T) {
+	data, err := os.ReadFile("testdata/scan-megaraid-10dev-v7.1-telegraf.json")
+	require.NoError(t, err)
+	ts, err := ParseScan(data)
+	require.NoError(t, err)
+	require.Len(t, ts, 10)
+	require.Equal(t, Target{Name: "/dev/sda", Protocol: ProtocolSCSI}, ts[0])
+	require.Equal(t, "", ts[2].Type, "sat is autodetected again, not forced")
+	require.Equal(t, Target{Name: "/dev/bus/6", Type: "megaraid,8", Protocol: ProtocolSCSI}, ts[3])
+	require.Equal(t, "bus/6:megaraid,8", ts[3].Label())
+	require.Equal(t, "/dev/bus/6;megaraid,8", ts[3].Key())
+	labels := map[string]bool{}
+	for _, t := range ts {
+		labels[t.Label()] = true
+	}
+	require.Len(t, labels, 10, "every scanned disk gets its own device label")
+
+	data, err = os.ReadFile("testdata/scan-sat-nvme-v7.4-telegraf.json")
+	require.NoError(t, err)
+	ts, err = ParseScan(data)
+	require.NoError(t, err)
+	require.Equal(t, []Target{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0", Protocol: ProtocolNVMe}, {Name: "/dev/nvme1", Protocol: ProtocolNVMe}}, ts)
+}
+
+func TestDeviceLabel(t *testing.T) {
+	require.Equal(t, "sda", DeviceLabel("/dev/sda", ""))
+	require.Equal(t, "sdc", DeviceLabel("/dev/sdc", "usbjmicron"))
+	require.Equal(t, "sda:sat+megaraid,0", DeviceLabel("/dev/sda", "sat+megaraid,0"))
+	require.Equal(t, "sg1:cciss,3", DeviceLabel("/dev/sg1", "cciss,3"))
+	require.Equal(t, "sdb", DeviceLabel("/dev/sdb", "sat,12"))
+}

@@ -1,0 +1,192 @@
+package smart
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// The raw* types mirror the parts of `smartctl --json` output diskcanary
+// reads (smartctl JSON format 1.0, smartctl 6.7-7.5). Numbers and booleans
+// are optInt/optBool: smartctl omits what a device does not report, and a
+// missing value must stay missing rather than become 0.
+
+type rawOutput struct {
+	Smartctl *rawSmartctl `json:"smartctl"`
+	Device   *rawDevice   `json:"device"`
+
+	// Scan output (--scan / --scan-open).
+	Devices []rawDevice `json:"devices"`
+
+	ModelFamily     string   `json:"model_family"`
+	ModelName       string   `json:"model_name"`
+	SerialNumber    string   `json:"serial_number"`
+	FirmwareVersion string   `json:"firmware_version"`
+	WWN             *rawWWN  `json:"wwn"`
+	LogicalUnitID   string   `json:"logical_unit_id"`
+	UserCapacity    *rawCap  `json:"user_capacity"`
+	PowerMode       *string  `json:"power_mode"`
+	SmartStatus     *rawStat `json:"smart_status"`
+
+	// SCSI identity: smartctl < 7.3 used vendor/product/revision, later
+	// versions scsi_vendor/scsi_product/scsi_model_name/scsi_revision.
+	Vendor        string `json:"vendor"`
+	Product       string `json:"product"`
+	Revision      string `json:"revision"`
+	SCSIVendor    string `json:"scsi_vendor"`
+	SCSIProduct   string `json:"scsi_product"`
+	SCSIModelName string `json:"scsi_model_name"`
+	SCSIRevision  string `json:"scsi_revision"`
+
+	Temperature     *rawTemp              `json:"temperature"`
+	PowerOnTime     *rawPowerOn           `json:"power_on_time"`
+	PowerCycleCount optInt                `json:"power_cycle_count"`
+	ATAAttributes   *rawATAAttrs          `json:"ata_smart_attributes"`
+	ATADevStats     *rawDevStats          `json:"ata_device_statistics"`
+	NVMeHealth      *rawNVMeLog           `json:"nvme_smart_health_information_log"`
+	SCSIGrownDefect optInt                `json:"scsi_grown_defect_list"`
+	SCSIPctUsed     optInt                `json:"scsi_percentage_used_endurance_indicator"`
+	SCSIErrorLog    *rawSCSIErrs          `json:"scsi_error_counter_log"`
+	SCSIEnvReports  map[string]rawEnvTemp `json:"scsi_environmental_reports"`
+}
+
+type rawSmartctl struct {
+	Version    []int        `json:"version"`
+	Messages   []rawMessage `json:"messages"`
+	ExitStatus optInt       `json:"exit_status"`
+}
+
+type rawMessage struct {
+	String   string `json:"string"`
+	Severity string `json:"severity"`
+}
+
+type rawDevice struct {
+	Name     string `json:"name"`
+	InfoName string `json:"info_name"`
+	Type     string `json:"type"`
+	Protocol string `json:"protocol"`
+}
+
+type rawWWN struct {
+	NAA optInt `json:"naa"`
+	OUI optInt `json:"oui"`
+	ID  optInt `json:"id"`
+}
+
+type rawCap struct {
+	Bytes optInt `json:"bytes"`
+}
+
+type rawStat struct {
+	Passed optBool `json:"passed"`
+}
+
+type rawTemp struct {
+	Current optInt `json:"current"`
+}
+
+type rawPowerOn struct {
+	Hours   optInt `json:"hours"`
+	Minutes optInt `json:"minutes"`
+}
+
+type rawATAAttrs struct {
+	Table []rawATAAttr `json:"table"`
+}
+
+type rawATAAttr struct {
+	ID         optInt  `json:"id"`
+	Name       string  `json:"name"`
+	Value      optInt  `json:"value"`
+	Worst      optInt  `json:"worst"`
+	Thresh     optInt  `json:"thresh"`
+	WhenFailed string  `json:"when_failed"`
+	Raw        *rawRaw `json:"raw"`
+}
+
+type rawRaw struct {
+	Value  optInt `json:"value"`
+	String string `json:"string"`
+}
+
+type rawDevStats struct {
+	Pages []rawDevStatPage `json:"pages"`
+}
+
+type rawDevStatPage struct {
+	Number int              `json:"number"`
+	Table  []rawDevStatItem `json:"table"`
+}
+
+type rawDevStatItem struct {
+	Offset int    `json:"offset"`
+	Value  optInt `json:"value"`
+	Flags  struct {
+		Valid optBool `json:"valid"`
+	} `json:"flags"`
+}
+
+type rawNVMeLog struct {
+	CriticalWarning         optInt `json:"critical_warning"`
+	Temperature             optInt `json:"temperature"`
+	AvailableSpare          optInt `json:"available_spare"`
+	AvailableSpareThreshold optInt `json:"available_spare_threshold"`
+	PercentageUsed          optInt `json:"percentage_used"`
+	PowerCycles             optInt `json:"power_cycles"`
+	PowerOnHours            optInt `json:"power_on_hours"`
+	MediaErrors             optInt `json:"media_errors"`
+}
+
+type rawSCSIErrs struct {
+	Read   *rawSCSIErrCounters `json:"read"`
+	Write  *rawSCSIErrCounters `json:"write"`
+	Verify *rawSCSIErrCounters `json:"verify"`
+}
+
+type rawSCSIErrCounters struct {
+	TotalUncorrected optInt `json:"total_uncorrected_errors"`
+}
+
+type rawEnvTemp struct {
+	Current optInt `json:"current"`
+}
+
+// optInt is an optional JSON integer. A value of another type (a string, an
+// object) leaves it unset instead of failing the document or, as a *int64
+// would, leaving a pointer to 0 behind.
+type optInt struct {
+	v  int64
+	ok bool
+}
+
+func (o *optInt) UnmarshalJSON(b []byte) error {
+	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*o = optInt{v: v, ok: true}
+		return nil
+	}
+	// smartctl prints integers, but large unsigned counters (NVMe data units)
+	// may exceed int64 or come as 1.5e+20: keep them approximately.
+	if f, err := strconv.ParseFloat(string(b), 64); err == nil && f >= -9.2e18 && f <= 9.2e18 {
+		*o = optInt{v: int64(f), ok: true}
+		return nil
+	}
+	*o = optInt{}
+	return nil
+}
+
+// optBool is an optional JSON boolean; anything but true/false leaves it unset.
+type optBool struct {
+	v, ok bool
+}
+
+func (o *optBool) UnmarshalJSON(b []byte) error {
+	switch {
+	case bytes.Equal(b, []byte("true")):
+		*o = optBool{v: true, ok: true}
+	case bytes.Equal(b, []byte("false")):
+		*o = optBool{v: false, ok: true}
+	default:
+		*o = optBool{}
+	}
+	return nil
+}

@@ -1,0 +1,600 @@
+package smart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// RunnerConfig is what the smartctl runner needs; collector/smart.go fills
+// it from config.Smart.
+type RunnerConfig struct {
+	// Smartctl is the binary, looked up in PATH when not absolute.
+	Smartctl string
+	// Interval between two reads of one device.
+	Interval time.Duration
+	// Timeout for one smartctl invocation; its whole process group is killed.
+	Timeout time.Duration
+	// Concurrency bounds how many smartctl processes run at once.
+	Concurrency int
+	// Scan enables discovery with smartctl --scan-open every RescanInterval.
+	Scan           bool
+	RescanInterval time.Duration
+	// VanishedAfter is how long a device may be missing from the scan before
+	// its series are dropped.
+	VanishedAfter time.Duration
+	// NoCheck is smartctl's --nocheck power mode (never, sleep, standby, idle).
+	NoCheck string
+	// MaxBackoff caps the back-off of a device whose smartctl keeps hanging.
+	MaxBackoff time.Duration
+	// Devices are configured explicitly; they win over scanned devices with
+	// the same label and never vanish.
+	Devices []Target
+	// ProcFS and SysFS are the host paths (--path.procfs, --path.sysfs).
+	ProcFS, SysFS string
+	Logger        *slog.Logger
+}
+
+// maxOutput bounds what is kept of smartctl's stdout: the largest real
+// --xall output is ~200 KB, and a misbehaving binary must not eat memory.
+const maxOutput = 4 << 20
+
+// DeviceState is what the runner knows about one device, as handed to the
+// collector and the CLI.
+type DeviceState struct {
+	Target Target
+	Label  string
+	// Result is the last result that carried device data (nil before the
+	// first one). A standby or failed run keeps the previous data.
+	Result *Result
+	// ExitStatus is the last run's smartctl exit status (-1: none finished).
+	ExitStatus ExitStatus
+	// Success: the last run read the device, or found it asleep and left it so.
+	Success     bool
+	LastSuccess time.Time
+	Standby     bool
+	Timeouts    uint64
+	Quarantined bool
+	// Errors of the last run (timeouts, missing capabilities, smartctl errors).
+	Errors []string
+	// MissingCapability names the capability (CAP_SYS_RAWIO, CAP_SYS_ADMIN)
+	// whose absence made the last run fail, if that is why it failed.
+	MissingCapability string
+}
+
+// Status is the runner's own state.
+type Status struct {
+	// SmartctlFound is false when the binary is missing; Devices is then empty.
+	SmartctlFound bool
+	SmartctlPath  string
+	// ScanSuccess is the outcome of the last discovery scan (true when scanning is off).
+	ScanSuccess bool
+	Devices     []DeviceState
+}
+
+// Runner runs smartctl for every known device on its own schedule (never
+// inside a scrape): bounded concurrency, one run per device at a time, a
+// timeout per run that kills the process group, and back-off plus
+// quarantine for a device whose smartctl hangs.
+type Runner struct {
+	cfg  RunnerConfig
+	log  *slog.Logger
+	caps capabilities
+	sem  chan struct{}
+
+	mu          sync.Mutex
+	path        string
+	pathErr     error
+	lastLookup  time.Time
+	scanning    bool
+	nextScan    time.Time
+	scanSuccess bool
+	devs        map[string]*device
+}
+
+type device struct {
+	target   Target
+	explicit bool
+	lastSeen time.Time
+	running  bool
+	nextRun  time.Time
+	// hangs counts consecutive timeouts; it drives the back-off.
+	hangs int
+	state DeviceState
+}
+
+// NewRunner builds a runner; Run starts it.
+func NewRunner(cfg RunnerConfig) *Runner {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.NoCheck == "" {
+		cfg.NoCheck = "standby"
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Hour
+	}
+	if cfg.ProcFS == "" {
+		cfg.ProcFS = "/proc"
+	}
+	if cfg.SysFS == "" {
+		cfg.SysFS = "/sys"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		caps:        readCapabilities(cfg.ProcFS),
+		sem:         make(chan struct{}, cfg.Concurrency),
+		devs:        map[string]*device{},
+		scanSuccess: true,
+	}
+	now := time.Now()
+	for _, t := range cfg.Devices {
+		r.devs[t.Key()] = r.newDevice(t, true, now)
+	}
+	return r
+}
+
+func (r *Runner) newDevice(t Target, explicit bool, now time.Time) *device {
+	return &device{
+		target:   t,
+		explicit: explicit,
+		lastSeen: now,
+		// Spread first runs over a tenth of the interval so a host with many
+		// disks does not start all their smartctl processes in one instant.
+		nextRun: now.Add(time.Duration(rand.Int64N(int64(r.cfg.Interval/10) + 1))),
+		state:   DeviceState{Target: t, Label: r.label(t), ExitStatus: -1},
+	}
+}
+
+// label maps a target to its `device` label; an NVMe controller (nvme0,
+// what smartctl scans) becomes its first namespace (nvme0n1, what
+// /proc/diskstats lists).
+func (r *Runner) label(t Target) string {
+	l := t.Label()
+	if nvmeController.MatchString(l) {
+		ents, err := os.ReadDir(filepath.Join(r.cfg.SysFS, "class", "nvme", l))
+		if err == nil {
+			var ns []string
+			for _, e := range ents {
+				if m := nvmeNamespace.FindStringSubmatch(e.Name()); m != nil && m[1] == l {
+					ns = append(ns, m[1]+"n"+m[2])
+				}
+			}
+			if len(ns) > 0 {
+				sort.Strings(ns)
+				return ns[0]
+			}
+		}
+	}
+	return l
+}
+
+var (
+	nvmeController = regexp.MustCompile(`^nvme\d+$`)
+	// nvme0n1, or nvme0c0n1 under native NVMe multipath.
+	nvmeNamespace = regexp.MustCompile(`^(nvme\d+)(?:c\d+)?n(\d+)$`)
+)
+
+// Run works until ctx is cancelled. It never waits on a smartctl process
+// on the way out: those are killed, and a process stuck in the kernel is
+// reaped whenever the kernel lets go of it.
+func (r *Runner) Run(ctx context.Context) {
+	tick := r.cfg.Interval / 20
+	tick = max(min(tick, time.Second), 50*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		r.step(ctx, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// step starts whatever is due: a rescan, and a run of each due device that
+// has no run in flight.
+func (r *Runner) step(ctx context.Context, now time.Time) {
+	if !r.lookup(now) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg.Scan && !r.scanning && !now.Before(r.nextScan) {
+		r.scanning = true
+		go r.scan(ctx)
+	}
+	for _, d := range r.devs {
+		if d.running || now.Before(d.nextRun) {
+			continue
+		}
+		d.running = true
+		go r.collect(ctx, d)
+	}
+}
+
+// lookup resolves the smartctl binary, again every RescanInterval while it
+// is missing so installing smartctl needs no restart.
+func (r *Runner) lookup(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.path != "" {
+		return true
+	}
+	retry := max(r.cfg.RescanInterval, time.Minute)
+	if !r.lastLookup.IsZero() && now.Sub(r.lastLookup) < retry {
+		return false
+	}
+	first := r.lastLookup.IsZero()
+	r.lastLookup = now
+	p, err := exec.LookPath(r.cfg.Smartctl)
+	if err != nil {
+		r.pathErr = err
+		if first {
+			r.log.Warn("smartctl not found: SMART metrics are off until it is installed (package smartmontools)", "smartctl", r.cfg.Smartctl, "err", err)
+		}
+		return false
+	}
+	r.path, r.pathErr = p, nil
+	if !first {
+		r.log.Info("smartctl found", "path", p)
+	}
+	return true
+}
+
+func (r *Runner) scan(ctx context.Context) {
+	out := r.exec(ctx, "--scan-open", "--json")
+	if out.reaped != nil {
+		// Never two scans at once, even when one is stuck in the kernel.
+		<-out.reaped
+	}
+	now := time.Now()
+	var targets []Target
+	err := out.err
+	switch {
+	case out.timedOut:
+		err = fmt.Errorf("timed out after %s and was killed", r.cfg.Timeout)
+	case err == nil:
+		targets, err = ParseScan(out.stdout)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.scanning = false
+	r.nextScan = now.Add(r.cfg.RescanInterval)
+	r.scanSuccess = err == nil
+	if err != nil {
+		// A failed scan says nothing about which devices are gone: keep them all.
+		r.log.Warn("smartctl --scan-open failed", "err", err)
+		return
+	}
+	explicitLabels := map[string]bool{}
+	for _, d := range r.devs {
+		if d.explicit {
+			explicitLabels[d.state.Label] = true
+		}
+	}
+	for _, t := range targets {
+		if d, ok := r.devs[t.Key()]; ok {
+			d.lastSeen = now
+			if d.target.Protocol == "" {
+				d.target.Protocol = t.Protocol
+			}
+			continue
+		}
+		if explicitLabels[r.label(t)] {
+			continue
+		}
+		r.devs[t.Key()] = r.newDevice(t, false, now)
+		r.log.Info("smart: new device", "device", t.Name, "type", t.Type)
+	}
+	for k, d := range r.devs {
+		// A device with a run in flight stays until that run is reaped, so a
+		// device that comes back can never get a second concurrent run.
+		if !d.explicit && !d.running && now.Sub(d.lastSeen) > r.cfg.VanishedAfter {
+			delete(r.devs, k)
+			r.log.Info("smart: device vanished, dropping its series", "device", d.target.Name)
+		}
+	}
+}
+
+// collect runs smartctl for one device; d.running is already set.
+func (r *Runner) collect(ctx context.Context, d *device) {
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		r.mu.Lock()
+		d.running = false
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Lock()
+	args := r.args(d)
+	r.mu.Unlock()
+	out := r.exec(ctx, args...)
+	<-r.sem
+	now := time.Now()
+
+	r.mu.Lock()
+	r.record(d, out, now)
+	if out.reaped == nil {
+		d.running = false
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	// The process did not die at SIGKILL (uninterruptible sleep on a dead
+	// disk): its concurrency slot is free again, but the device gets no
+	// second run until the kernel lets go of the first.
+	r.log.Warn("smartctl still not reaped after SIGKILL; the device stays quarantined until it is", "device", d.target.Name)
+	<-out.reaped
+	r.mu.Lock()
+	d.running = false
+	r.mu.Unlock()
+}
+
+func (r *Runner) args(d *device) []string {
+	args := []string{"--json", "--info", "--health", "--attributes", "--log=error", "--nocheck=" + r.cfg.NoCheck}
+	// The ACS device-statistics log has the standard SSD wear indicator;
+	// ask for it once the device is known to speak ATA.
+	if res := d.state.Result; res != nil && res.Protocol == ProtocolATA {
+		args = append(args, "--log=devstat")
+	}
+	if d.target.Type != "" {
+		args = append(args, "--device="+d.target.Type)
+	}
+	return append(args, d.target.Name)
+}
+
+// record folds one run into the device state. Caller holds r.mu.
+func (r *Runner) record(d *device, out execResult, now time.Time) {
+	st := &d.state
+	prevErrs := strings.Join(st.Errors, "; ")
+	defer func() {
+		// Log a device's errors when they change, not on every run.
+		if errs := strings.Join(st.Errors, "; "); errs != prevErrs && errs != "" {
+			r.log.Warn("smart: device read failed", "device", d.target.Name, "err", errs)
+		}
+	}()
+	st.Errors = nil
+	st.MissingCapability = ""
+	st.Standby = false
+	if out.timedOut {
+		st.Timeouts++
+		st.Success = false
+		st.ExitStatus = -1
+		d.hangs++
+		st.Quarantined = true
+		backoff := min(r.cfg.Interval<<min(d.hangs-1, 20), r.cfg.MaxBackoff)
+		d.nextRun = now.Add(backoff)
+		st.Errors = append(st.Errors, fmt.Sprintf("smartctl timed out after %s and was killed; quarantined, next try in %s", r.cfg.Timeout, backoff))
+		r.log.Warn("smartctl timed out; device quarantined", "device", d.target.Name, "timeout", r.cfg.Timeout, "consecutive", d.hangs, "retry_in", backoff)
+		return
+	}
+	d.hangs = 0
+	st.Quarantined = false
+	d.nextRun = now.Add(r.cfg.Interval)
+	if out.err != nil {
+		st.Success = false
+		st.ExitStatus = -1
+		st.Errors = append(st.Errors, out.err.Error())
+		return
+	}
+	res, err := Parse(out.stdout)
+	if err != nil {
+		st.Success = false
+		st.ExitStatus = ExitStatus(out.code & 0xff)
+		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.target.Name, out.code, err)
+		if out.stderr != "" {
+			msg += ": " + out.stderr
+		}
+		st.Errors = append(st.Errors, msg)
+		if ExitStatus(out.code).NoData() {
+			r.explainPermission(st, d.target.Protocol, out.stderr)
+		}
+		return
+	}
+	// The process's exit code is authoritative; the JSON copy of it can be
+	// missing from old smartctl versions.
+	res.ExitStatus = ExitStatus(out.code & 0xff)
+	st.ExitStatus = res.ExitStatus
+	st.Errors = append(st.Errors, res.Errors...)
+	switch {
+	case res.Standby():
+		st.Standby = true
+		st.Success = true
+	case res.ExitStatus.NoData():
+		st.Success = false
+		protocol := d.target.Protocol
+		if protocol == "" {
+			protocol = res.Protocol
+		}
+		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.stderr)
+	default:
+		st.Success = true
+		st.LastSuccess = now
+		st.Result = res
+	}
+}
+
+func (r *Runner) explainPermission(st *DeviceState, protocol, smartctlSays string) {
+	capName, missing, msg := permissionError(r.caps, protocol, st.Target.Name, smartctlSays)
+	if msg == "" {
+		return
+	}
+	st.Errors = append(st.Errors, msg)
+	if missing {
+		st.MissingCapability = capName
+	}
+}
+
+// Status returns a snapshot, devices sorted by label.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Status{SmartctlFound: r.path != "", SmartctlPath: r.path, ScanSuccess: r.scanSuccess}
+	if r.lastLookup.IsZero() && r.path == "" {
+		// Not looked up yet: do not report smartctl missing before we know.
+		s.SmartctlFound = true
+	}
+	s.Devices = make([]DeviceState, 0, len(r.devs))
+	for _, d := range r.devs {
+		s.Devices = append(s.Devices, d.state)
+	}
+	sort.Slice(s.Devices, func(i, j int) bool { return s.Devices[i].Label < s.Devices[j].Label })
+	return s
+}
+
+// CollectOnce runs smartctl once for each target (or the scanned devices
+// when targets is empty), bounded by the configured concurrency; it is the
+// `diskcanary smart` live mode.
+func (r *Runner) CollectOnce(ctx context.Context, targets []Target) (Status, error) {
+	if !r.lookup(time.Now()) {
+		return Status{}, fmt.Errorf("smartctl not found (%v): install smartmontools, or use --from-json", r.pathErr)
+	}
+	if len(targets) == 0 && len(r.cfg.Devices) == 0 {
+		out := r.exec(ctx, "--scan-open", "--json")
+		if out.err != nil {
+			return Status{}, fmt.Errorf("smartctl --scan-open: %w", out.err)
+		}
+		scanned, err := ParseScan(out.stdout)
+		if err != nil {
+			return Status{}, err
+		}
+		targets = scanned
+	}
+	now := time.Now()
+	r.mu.Lock()
+	for _, t := range targets {
+		if _, ok := r.devs[t.Key()]; !ok {
+			r.devs[t.Key()] = r.newDevice(t, true, now)
+		}
+	}
+	devs := make([]*device, 0, len(r.devs))
+	for _, d := range r.devs {
+		d.running = true
+		devs = append(devs, d)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, d := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.collect(ctx, d)
+		}()
+	}
+	wg.Wait()
+	return r.Status(), nil
+}
+
+type execResult struct {
+	stdout   []byte
+	stderr   string
+	code     int
+	timedOut bool
+	err      error
+	// reaped is non-nil when the process survived SIGKILL past the grace
+	// period; it is closed once the process is finally reaped.
+	reaped <-chan struct{}
+}
+
+// killGrace is how long a killed process gets to be reaped before the run
+// gives up its concurrency slot.
+const killGrace = 2 * time.Second
+
+// exec runs smartctl with the configured timeout. smartctl runs in its own
+// process group so that a timeout kills everything it started.
+func (r *Runner) exec(ctx context.Context, args ...string) execResult {
+	r.mu.Lock()
+	path := r.path
+	r.mu.Unlock()
+	cmd := exec.Command(path, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout := &cappedBuffer{limit: maxOutput}
+	stderr := &cappedBuffer{limit: 64 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Wait returns this long after the process exits even if something it
+	// started escaped the group and still holds the output pipes.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return execResult{code: -1, err: fmt.Errorf("start %s: %w", path, err)}
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(r.cfg.Timeout)
+	defer timer.Stop()
+	res := execResult{code: -1}
+	select {
+	case <-done:
+	case <-timer.C:
+		res.timedOut = true
+	case <-ctx.Done():
+		res.err = ctx.Err()
+	}
+	if res.timedOut || res.err != nil {
+		// Negative pid: the whole process group smartctl leads.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-done:
+		case <-time.After(killGrace):
+			res.reaped = done
+			return res
+		}
+		return res
+	}
+	res.stdout = stdout.Bytes()
+	res.stderr = strings.TrimSpace(stderr.String())
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		res.code = 0
+	case errors.As(waitErr, &ee) && ee.Exited():
+		res.code = ee.ExitCode()
+	default:
+		res.err = fmt.Errorf("smartctl %s: %w", strings.Join(args, " "), waitErr)
+	}
+	if stdout.truncated {
+		res.err = fmt.Errorf("smartctl %s: more than %d bytes of output", strings.Join(args, " "), maxOutput)
+	}
+	return res
+}
+
+// cappedBuffer keeps the first limit bytes and drops the rest, so a
+// runaway process cannot grow diskcanary's memory.
+type cappedBuffer struct {
+	bytes.Buffer
+	limit     int
+	truncated bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.Len(); room < len(p) {
+		b.truncated = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

@@ -1,0 +1,119 @@
+// Command fakesmartctl stands in for smartctl in diskcanary's tests. It
+// replays saved `smartctl --json` files and misbehaves on request: sleep,
+// hang forever (with a grandchild in its process group), exit with any
+// status, print garbage. Its behaviour comes from the JSON file named by
+// $FAKESMARTCTL_CONFIG (see smarttest.FakeConfig); every start and end is
+// appended to the config's log so tests can check runs never overlap.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+type device struct {
+	Fixture string `json:"fixture"`
+	Sleep   string `json:"sleep"`
+	Hang    bool   `json:"hang"`
+	Exit    *int   `json:"exit"`
+	Garbage bool   `json:"garbage"`
+	Stderr  string `json:"stderr"`
+}
+
+type config struct {
+	Scan    []map[string]string `json:"scan"`
+	Devices map[string]device   `json:"devices"`
+	Log     string              `json:"log"`
+	PIDFile string              `json:"pidfile"`
+}
+
+func main() {
+	if os.Getenv("FAKESMARTCTL_CHILD") != "" {
+		select {} // the grandchild of a hang: only a process-group kill ends it
+	}
+	data, err := os.ReadFile(os.Getenv("FAKESMARTCTL_CONFIG"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakesmartctl:", err)
+		os.Exit(1)
+	}
+	var c config
+	if err := json.Unmarshal(data, &c); err != nil {
+		fmt.Fprintln(os.Stderr, "fakesmartctl:", err)
+		os.Exit(1)
+	}
+	args := os.Args[1:]
+	for _, a := range args {
+		if a == "--scan-open" || a == "--scan" {
+			out, _ := json.Marshal(map[string]any{
+				"json_format_version": []int{1, 0},
+				"smartctl":            map[string]any{"version": []int{7, 3}, "argv": os.Args, "exit_status": 0},
+				"devices":             c.Scan,
+			})
+			os.Stdout.Write(out)
+			return
+		}
+	}
+	name := args[len(args)-1]
+	d, ok := c.Devices[name]
+	if !ok {
+		fmt.Printf(`{"json_format_version":[1,0],"smartctl":{"version":[7,3],"messages":[{"string":"%s: No such device","severity":"error"}],"exit_status":2}}`, name)
+		os.Exit(2)
+	}
+	logf(c.Log, "start %s %d %s", name, time.Now().UnixNano(), strings.Join(args, " "))
+	if d.Sleep != "" {
+		dur, _ := time.ParseDuration(d.Sleep)
+		time.Sleep(dur)
+	}
+	if d.Hang {
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "FAKESMARTCTL_CHILD=1")
+		child.Stdout = os.Stdout // holds the pipe, like a stuck helper would
+		if err := child.Start(); err == nil && c.PIDFile != "" {
+			logf(c.PIDFile, "%d %d", os.Getpid(), child.Process.Pid)
+		}
+		select {}
+	}
+	if d.Stderr != "" {
+		fmt.Fprintln(os.Stderr, d.Stderr)
+	}
+	code := 0
+	switch {
+	case d.Garbage:
+		fmt.Println("Segmentation fault <html> not json {{{")
+	case d.Fixture != "":
+		data, err := os.ReadFile(d.Fixture)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakesmartctl:", err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(data)
+		var f struct {
+			Smartctl struct {
+				ExitStatus int `json:"exit_status"`
+			} `json:"smartctl"`
+		}
+		_ = json.Unmarshal(data, &f)
+		code = f.Smartctl.ExitStatus
+	}
+	if d.Exit != nil {
+		code = *d.Exit
+	}
+	logf(c.Log, "end %s %d", name, time.Now().UnixNano())
+	os.Exit(code)
+}
+
+func logf(path, format string, args ...any) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, format+"\n", args...)
+	f.Close()
+}
