@@ -126,6 +126,15 @@ func normalise(raw *rawOutput) *Result {
 	if d := raw.Device; d != nil {
 		r.Name, r.Type, r.Protocol = d.Name, d.Type, d.Protocol
 	}
+	if r.Name == "" {
+		// A failed open prints no device object; argv still names the disk.
+		for i := len(raw.Smartctl.Argv) - 1; i > 0; i-- {
+			if a := raw.Smartctl.Argv[i]; strings.HasPrefix(a, "/dev/") {
+				r.Name = a
+				break
+			}
+		}
+	}
 	r.identity(raw)
 
 	h := &r.Health

@@ -51,6 +51,7 @@ type rawOutput struct {
 
 type rawSmartctl struct {
 	Version    []int        `json:"version"`
+	Argv       []string     `json:"argv"`
 	Messages   []rawMessage `json:"messages"`
 	ExitStatus optInt       `json:"exit_status"`
 }
