@@ -51,6 +51,7 @@ type PartInfo struct {
 // the --[no-]collector.NAME flags from it.
 var Parts = []PartInfo{
 	{Name: "probes", EnabledDefault: true, Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
+	{Name: "diskstats", EnabledDefault: true, Help: "/proc/diskstats with node_exporter semantics, disk info and the device -> disk join", New: newDiskstatsPart},
 	{Name: "smart", EnabledDefault: true, Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
 }
 

@@ -25,6 +25,9 @@ type Target struct {
 	// Device is the kernel name ("sda1", "dm-0", "loop3"); empty when the
 	// filesystem has no block device (tmpfs, overlay, fuse, nfs).
 	Device string
+	// Disks are the physical disks under Device (a partition's disk, a dm
+	// or md device's slaves, recursively); Device itself for a whole disk.
+	Disks []string
 }
 
 // Resolve finds the mount and block device of path. procfs and sysfs are the
@@ -55,6 +58,9 @@ func Resolve(path, procfs, sysfs string) (Target, error) {
 		if unix.Stat(t.Source, &sst) == nil && sst.Mode&unix.S_IFMT == unix.S_IFBLK {
 			t.Device = sysfsName(sysfs, unix.Major(sst.Rdev), unix.Minor(sst.Rdev))
 		}
+	}
+	if t.Device != "" {
+		t.Disks = PhysicalDisks(sysfs, t.Device)
 	}
 	return t, nil
 }

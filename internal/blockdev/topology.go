@@ -1,0 +1,88 @@
+package blockdev
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// maxStackDepth bounds the dm/md recursion: real stacks (LVM on md on
+// partitions, dm-crypt on LVM) are a handful deep; a cycle in a broken or
+// synthetic sysfs tree must not loop forever.
+const maxStackDepth = 16
+
+// SysfsDir returns the sysfs directory of a kernel block device, disk or
+// partition, with symlinks resolved (so its parent directory is the whole
+// disk for a partition). It tries /sys/class/block first (every disk and
+// partition has a link there), then /sys/block/NAME and /sys/block/*/NAME
+// for trees that have no class directory. "" when the device is unknown.
+func SysfsDir(sysfs, name string) string {
+	// /proc/diskstats prints "cciss/c0d0"; sysfs spells it "cciss!c0d0".
+	name = strings.ReplaceAll(name, "/", "!")
+	candidates := []string{
+		filepath.Join(sysfs, "class/block", name),
+		filepath.Join(sysfs, "block", name),
+	}
+	for _, c := range candidates {
+		if real, err := filepath.EvalSymlinks(c); err == nil {
+			return real
+		}
+	}
+	if matches, _ := filepath.Glob(filepath.Join(sysfs, "block", "*", name)); len(matches) > 0 {
+		if real, err := filepath.EvalSymlinks(matches[0]); err == nil {
+			return real
+		}
+	}
+	return ""
+}
+
+// WholeDisk returns the disk a partition belongs to (sda for sda1, nvme0n1
+// for nvme0n1p2) and true, or name and false when name is not a partition.
+// The kernel marks partitions with a `partition` attribute and places them
+// in their disk's directory.
+func WholeDisk(sysfs, name string) (string, bool) {
+	dir := SysfsDir(sysfs, name)
+	if dir == "" {
+		return name, false
+	}
+	if _, err := os.Stat(filepath.Join(dir, "partition")); err != nil {
+		return name, false
+	}
+	return strings.ReplaceAll(filepath.Base(filepath.Dir(dir)), "!", "/"), true
+}
+
+// PhysicalDisks returns the whole disks under a device, sorted: a
+// partition's disk, and for dm (LVM, crypt, multipath) and md devices the
+// disks under their `slaves`, recursively. A whole disk with no slaves is
+// its own physical disk, and so is a device sysfs does not know (the join
+// then still has its identity pair).
+func PhysicalDisks(sysfs, name string) []string {
+	seen := map[string]bool{}
+	collectDisks(sysfs, name, 0, seen)
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func collectDisks(sysfs, name string, depth int, seen map[string]bool) {
+	if depth > maxStackDepth {
+		return
+	}
+	disk, _ := WholeDisk(sysfs, name)
+	dir := SysfsDir(sysfs, disk)
+	var slaves []os.DirEntry
+	if dir != "" {
+		slaves, _ = os.ReadDir(filepath.Join(dir, "slaves"))
+	}
+	if len(slaves) == 0 {
+		seen[disk] = true
+		return
+	}
+	for _, s := range slaves {
+		collectDisks(sysfs, strings.ReplaceAll(s.Name(), "!", "/"), depth+1, seen)
+	}
+}

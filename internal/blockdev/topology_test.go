@@ -1,0 +1,70 @@
+package blockdev
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The collector's fixture tree has partitions, md over partitions and dm
+// stacked on dm and md.
+const fixtureSys = "../../collector/testdata/diskstats/sys"
+
+func TestWholeDisk(t *testing.T) {
+	for name, want := range map[string]struct {
+		disk string
+		part bool
+	}{
+		"sda1": {"sda", true}, "nvme0n1p1": {"nvme0n1", true},
+		"sda": {"sda", false}, "dm-0": {"dm-0", false}, "nosuch": {"nosuch", false},
+	} {
+		disk, part := WholeDisk(fixtureSys, name)
+		require.Equal(t, want.disk, disk, name)
+		require.Equal(t, want.part, part, name)
+	}
+}
+
+func TestPhysicalDisks(t *testing.T) {
+	for name, want := range map[string][]string{
+		"sda":       {"sda"},
+		"sda2":      {"sda"},
+		"md0":       {"nvme0n1", "sdb"},
+		"dm-0":      {"nvme0n1", "sda", "sdb"},
+		"dm-1":      {"nvme0n1", "sda", "sdb"},
+		"loop0":     {"loop0"},
+		"unknown99": {"unknown99"},
+	} {
+		require.Equal(t, want, PhysicalDisks(fixtureSys, name), name)
+	}
+}
+
+// Real sysfs: /sys/class/block links into /sys/devices, and a partition's
+// directory sits inside its disk's.
+func TestPhysicalDisksClassSymlinks(t *testing.T) {
+	sys := t.TempDir()
+	mk := func(p string) {
+		require.NoError(t, os.MkdirAll(filepath.Join(sys, p), 0o755))
+	}
+	mk("devices/pci0/block/vdb/vdb1")
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "devices/pci0/block/vdb/vdb1/partition"), []byte("1\n"), 0o644))
+	mk("devices/virtual/block/dm-3/slaves")
+	mk("class/block")
+	require.NoError(t, os.Symlink("../../devices/pci0/block/vdb", filepath.Join(sys, "class/block/vdb")))
+	require.NoError(t, os.Symlink("../../devices/pci0/block/vdb/vdb1", filepath.Join(sys, "class/block/vdb1")))
+	require.NoError(t, os.Symlink("../../devices/virtual/block/dm-3", filepath.Join(sys, "class/block/dm-3")))
+	require.NoError(t, os.Symlink("../../../../pci0/block/vdb/vdb1", filepath.Join(sys, "devices/virtual/block/dm-3/slaves/vdb1")))
+
+	require.Equal(t, []string{"vdb"}, PhysicalDisks(sys, "vdb1"))
+	require.Equal(t, []string{"vdb"}, PhysicalDisks(sys, "dm-3"))
+}
+
+// A cycle in a broken tree ends at the depth limit instead of hanging.
+func TestPhysicalDisksCycle(t *testing.T) {
+	sys := t.TempDir()
+	for _, p := range []string{"block/dm-0/slaves/dm-1", "block/dm-1/slaves/dm-0"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(sys, p), 0o755))
+	}
+	require.Empty(t, PhysicalDisks(sys, "dm-0"))
+}
