@@ -33,7 +33,7 @@ type config struct {
 
 func main() {
 	if os.Getenv("FAKESMARTCTL_CHILD") != "" {
-		select {} // the grandchild of a hang: only a process-group kill ends it
+		hang() // the grandchild of a hang: only a process-group kill ends it
 	}
 	data, err := os.ReadFile(os.Getenv("FAKESMARTCTL_CONFIG"))
 	if err != nil {
@@ -75,7 +75,7 @@ func main() {
 		if err := child.Start(); err == nil && c.PIDFile != "" {
 			logf(c.PIDFile, "%d %d", os.Getpid(), child.Process.Pid)
 		}
-		select {}
+		hang()
 	}
 	if d.Stderr != "" {
 		fmt.Fprintln(os.Stderr, d.Stderr)
@@ -116,4 +116,12 @@ func logf(path, format string, args ...any) {
 	}
 	fmt.Fprintf(f, format+"\n", args...)
 	f.Close()
+}
+
+// hang blocks forever. (A bare select{} would be caught by the runtime's
+// deadlock detector and exit.)
+func hang() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }

@@ -1,0 +1,428 @@
+package smart
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
+)
+
+// fakeRig runs a Runner against the fake smartctl.
+type fakeRig struct {
+	t      *testing.T
+	cfg    smarttest.FakeConfig
+	cfgFn  string
+	runner *Runner
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFakeRig(t *testing.T, fake smarttest.FakeConfig, rc RunnerConfig) *fakeRig {
+	t.Helper()
+	dir := t.TempDir()
+	if fake.Log == "" {
+		fake.Log = filepath.Join(dir, "runs.log")
+	}
+	if fake.PIDFile == "" {
+		fake.PIDFile = filepath.Join(dir, "pids")
+	}
+	bin := smarttest.Install(t, fake)
+	if rc.Smartctl == "" {
+		rc.Smartctl = bin
+	}
+	if rc.Interval == 0 {
+		rc.Interval = 200 * time.Millisecond
+	}
+	if rc.Timeout == 0 {
+		rc.Timeout = 5 * time.Second
+	}
+	if rc.RescanInterval == 0 {
+		rc.RescanInterval = time.Hour
+	}
+	if rc.VanishedAfter == 0 {
+		rc.VanishedAfter = time.Hour
+	}
+	if rc.Concurrency == 0 {
+		rc.Concurrency = 4
+	}
+	rig := &fakeRig{t: t, cfg: fake, cfgFn: os.Getenv("FAKESMARTCTL_CONFIG"), runner: NewRunner(rc)}
+	return rig
+}
+
+func (g *fakeRig) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel, g.done = cancel, make(chan struct{})
+	go func() { g.runner.Run(ctx); close(g.done) }()
+	g.t.Cleanup(g.stop)
+}
+
+func (g *fakeRig) stop() {
+	if g.cancel != nil {
+		g.cancel()
+		<-g.done
+		g.cancel = nil
+	}
+}
+
+// update rewrites the fake's behaviour; the next smartctl run reads it.
+func (g *fakeRig) update(name string, d smarttest.FakeDevice) {
+	g.cfg.Devices[name] = d
+	smarttest.Install(g.t, g.cfg)
+}
+
+func (g *fakeRig) device(label string) (DeviceState, bool) {
+	for _, d := range g.runner.Status().Devices {
+		if d.Label == label {
+			return d, true
+		}
+	}
+	return DeviceState{}, false
+}
+
+// waitFor polls the runner until cond holds for the device.
+func (g *fakeRig) waitFor(label string, within time.Duration, what string, cond func(DeviceState) bool) DeviceState {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if d, ok := g.device(label); ok && cond(d) {
+			return d
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d, _ := g.device(label)
+	g.t.Fatalf("%s: %s not reached within %s; state %+v", label, what, within, d)
+	return d
+}
+
+func fixture(name string) string { return smarttest.Fixture(name) }
+
+func TestRunnerExitBits(t *testing.T) {
+	good := fixture("sat-hdd-reallocated-304-smartctl-exporter.json")
+	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: good}}},
+		RunnerConfig{Devices: []Target{{Name: "/dev/sda"}}})
+	rig.start()
+	first := rig.waitFor("sda", 10*time.Second, "first read", func(d DeviceState) bool { return d.Result != nil })
+	require.True(t, first.Success)
+	require.Equal(t, ExitStatus(0), first.ExitStatus)
+
+	for bit := range 8 {
+		code := 1 << bit
+		rig.update("/dev/sda", smarttest.FakeDevice{Fixture: good, Exit: smarttest.Int(code)})
+		d := rig.waitFor("sda", 10*time.Second, "exit "+strconv.Itoa(code), func(d DeviceState) bool { return d.ExitStatus == ExitStatus(code) })
+		require.NotNil(t, d.Result, "bit %d: earlier data is never thrown away", bit)
+		require.Equal(t, 304.0, *d.Result.Health.ReallocatedSectors)
+		if bit < 2 {
+			require.False(t, d.Success, "bit %d means no data", bit)
+			require.True(t, d.LastSuccess.Equal(first.LastSuccess) || d.LastSuccess.Before(time.Now().Add(-0)), "bit %d", bit)
+		} else {
+			require.True(t, d.Success, "bit %d is a health signal, not a collection failure", bit)
+			require.Equal(t, ExitStatus(code), d.Result.ExitStatus)
+		}
+	}
+}
+
+func TestRunnerKeepsDataThroughNoDataRuns(t *testing.T) {
+	good := fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")
+	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: good}}},
+		RunnerConfig{Devices: []Target{{Name: "/dev/nvme0"}}, SysFS: t.TempDir()})
+	rig.start()
+	d := rig.waitFor("nvme0", 10*time.Second, "first read", func(d DeviceState) bool { return d.Result != nil })
+	okAt := d.LastSuccess
+
+	rig.update("/dev/nvme0", smarttest.FakeDevice{Garbage: true})
+	d = rig.waitFor("nvme0", 10*time.Second, "garbage run", func(d DeviceState) bool { return !d.Success })
+	require.Contains(t, strings.Join(d.Errors, ";"), "output unreadable")
+	require.Equal(t, 0.51, *d.Result.Health.WearUsedRatio, "garbage does not erase the last good data")
+	require.Equal(t, okAt, d.LastSuccess)
+
+	rig.update("/dev/nvme0", smarttest.FakeDevice{Fixture: fixture("synth-ata-standby-v7.3.json")})
+	d = rig.waitFor("nvme0", 10*time.Second, "standby", func(d DeviceState) bool { return d.Standby })
+	require.True(t, d.Success, "a sleeping disk left asleep is a successful check")
+	require.Equal(t, 0.51, *d.Result.Health.WearUsedRatio)
+	require.Equal(t, okAt, d.LastSuccess, "no new data was read")
+}
+
+func TestRunnerArgs(t *testing.T) {
+	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
+		"/dev/sda":   {Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
+		"/dev/bus/0": {Fixture: fixture("megaraid-sat-hdd-disk1-reallocated-387-rc4-v7.1-scrutiny.json")},
+	}}, RunnerConfig{Devices: []Target{{Name: "/dev/sda"}, {Name: "/dev/bus/0", Type: "sat+megaraid,1"}}, NoCheck: "standby"})
+	rig.start()
+	rig.waitFor("sda", 10*time.Second, "second read", func(d DeviceState) bool { return d.Result != nil })
+	rig.waitFor("bus/0:sat+megaraid,1", 10*time.Second, "read", func(d DeviceState) bool { return d.Result != nil })
+	time.Sleep(500 * time.Millisecond)
+	rig.stop()
+	runs := readRuns(t, rig.cfg.Log)
+	var sdaArgs, megaArgs []string
+	for _, r := range runs {
+		if r.dev == "/dev/sda" {
+			sdaArgs = append(sdaArgs, r.args)
+		} else {
+			megaArgs = append(megaArgs, r.args)
+		}
+	}
+	require.GreaterOrEqual(t, len(sdaArgs), 2)
+	require.Contains(t, sdaArgs[0], "--nocheck=standby")
+	require.NotContains(t, sdaArgs[0], "--log=devstat", "protocol not known yet")
+	require.Contains(t, sdaArgs[len(sdaArgs)-1], "--log=devstat", "ATA learnt: ask for device statistics")
+	require.NotContains(t, sdaArgs[0], "--device=")
+	require.Contains(t, megaArgs[0], "--device=sat+megaraid,1 /dev/bus/0")
+}
+
+func TestRunnerMissingSmartctl(t *testing.T) {
+	r := NewRunner(RunnerConfig{Smartctl: filepath.Join(t.TempDir(), "smartctl"), Interval: time.Second, Timeout: time.Second,
+		Scan: true, RescanInterval: time.Hour, VanishedAfter: time.Hour, Devices: []Target{{Name: "/dev/sda"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r.Run(ctx)
+	s := r.Status()
+	require.False(t, s.SmartctlFound)
+	_, err := r.CollectOnce(context.Background(), nil)
+	require.ErrorContains(t, err, "smartctl not found")
+}
+
+func TestRunnerTimeoutKillsProcessGroupAndQuarantines(t *testing.T) {
+	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
+		"/dev/sdh": {Hang: true},
+		"/dev/sda": {Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
+	}}, RunnerConfig{Devices: []Target{{Name: "/dev/sdh"}, {Name: "/dev/sda"}}, Timeout: 400 * time.Millisecond, Interval: 300 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	start := time.Now()
+	rig.start()
+	d := rig.waitFor("sdh", 10*time.Second, "timeout", func(d DeviceState) bool { return d.Timeouts >= 1 })
+	require.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond)
+	require.True(t, d.Quarantined)
+	require.False(t, d.Success)
+	require.Contains(t, strings.Join(d.Errors, ";"), "timed out after 400ms")
+
+	// The fake and the grandchild it started are both gone: the whole
+	// process group was killed, not just smartctl.
+	pids := readPIDs(t, rig.cfg.PIDFile)
+	require.NotEmpty(t, pids)
+	for _, pid := range pids[:2] {
+		require.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 20*time.Millisecond, "pid %d survived", pid)
+	}
+	// The healthy disk keeps updating meanwhile.
+	a1 := rig.waitFor("sda", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
+	rig.waitFor("sda", 10*time.Second, "another read", func(d DeviceState) bool { return d.LastSuccess.After(a1.LastSuccess) })
+
+	// Back-off: the second timeout comes no sooner than interval after the first.
+	rig.waitFor("sdh", 10*time.Second, "second timeout", func(d DeviceState) bool { return d.Timeouts >= 2 })
+	// Recovery clears the quarantine.
+	rig.update("/dev/sdh", smarttest.FakeDevice{Fixture: fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")})
+	d = rig.waitFor("sdh", 15*time.Second, "recovery", func(d DeviceState) bool { return d.Success })
+	require.False(t, d.Quarantined)
+	require.EqualValues(t, 2, d.Timeouts, "timeouts is a counter, kept")
+}
+
+func TestRunnerNeverOverlapsAndBoundsConcurrency(t *testing.T) {
+	fake := smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{}}
+	var targets []Target
+	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+		name := "/dev/sd" + n
+		fake.Devices[name] = smarttest.FakeDevice{Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json"), Sleep: "150ms"}
+		targets = append(targets, Target{Name: name})
+	}
+	rig := newFakeRig(t, fake, RunnerConfig{Devices: targets, Concurrency: 2, Interval: 50 * time.Millisecond})
+	rig.start()
+	time.Sleep(2500 * time.Millisecond)
+	rig.stop()
+	runs := readRuns(t, rig.cfg.Log)
+	require.GreaterOrEqual(t, len(runs), 12)
+	type ev struct {
+		at    int64
+		start bool
+		dev   string
+	}
+	var evs []ev
+	perDev := map[string][]run{}
+	for _, r := range runs {
+		if r.end == 0 {
+			continue
+		}
+		perDev[r.dev] = append(perDev[r.dev], r)
+		evs = append(evs, ev{r.start, true, r.dev}, ev{r.end, false, r.dev})
+	}
+	for dev, rs := range perDev {
+		for i := 1; i < len(rs); i++ {
+			require.GreaterOrEqual(t, rs[i].start, rs[i-1].end, "%s: two smartctl runs at once", dev)
+		}
+	}
+	// Sweep start/end events in time order: never more than 2 at once.
+	sortEvents := func() {
+		for i := 1; i < len(evs); i++ {
+			for j := i; j > 0 && (evs[j].at < evs[j-1].at || evs[j].at == evs[j-1].at && !evs[j].start && evs[j-1].start); j-- {
+				evs[j], evs[j-1] = evs[j-1], evs[j]
+			}
+		}
+	}
+	sortEvents()
+	n, peak := 0, 0
+	for _, e := range evs {
+		if e.start {
+			n++
+		} else {
+			n--
+		}
+		peak = max(peak, n)
+	}
+	require.LessOrEqual(t, peak, 2, "concurrency bound")
+	require.Equal(t, 2, peak, "the bound is also used")
+}
+
+func TestRunnerScanRescanAndVanish(t *testing.T) {
+	nvme := fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")
+	sat := fixture("sat-hdd-reallocated-304-smartctl-exporter.json")
+	fake := smarttest.FakeConfig{
+		Scan: []map[string]string{
+			{"name": "/dev/sda", "type": "sat", "protocol": "ATA"},
+			{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"},
+		},
+		Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: sat}, "/dev/nvme0": {Fixture: nvme}, "/dev/sdb": {Fixture: sat}},
+	}
+	sys := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0c0n1"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0n1"), 0o755))
+	rig := newFakeRig(t, fake, RunnerConfig{Scan: true, RescanInterval: 200 * time.Millisecond, VanishedAfter: 600 * time.Millisecond,
+		SysFS: sys, Devices: []Target{{Name: "/dev/sdb", Type: "sat"}}})
+	rig.start()
+	rig.waitFor("sda", 10*time.Second, "scanned sda read", func(d DeviceState) bool { return d.Success })
+	rig.waitFor("nvme0n1", 10*time.Second, "scanned nvme read under its namespace name", func(d DeviceState) bool { return d.Success })
+	rig.waitFor("sdb", 10*time.Second, "explicit sdb read", func(d DeviceState) bool { return d.Success })
+
+	// Hot-unplug sda: it disappears after the grace period; the explicit sdb never does.
+	rig.cfg.Scan = rig.cfg.Scan[1:]
+	smarttest.Install(t, rig.cfg)
+	time.Sleep(300 * time.Millisecond)
+	_, still := rig.device("sda")
+	require.True(t, still, "a device survives a scan or two (grace period)")
+	require.Eventually(t, func() bool { _, ok := rig.device("sda"); return !ok }, 10*time.Second, 20*time.Millisecond)
+	_, ok := rig.device("sdb")
+	require.True(t, ok)
+	// Hot-plug it back.
+	rig.cfg.Scan = append(rig.cfg.Scan, map[string]string{"name": "/dev/sda", "type": "sat", "protocol": "ATA"})
+	smarttest.Install(t, rig.cfg)
+	rig.waitFor("sda", 10*time.Second, "re-plugged sda read", func(d DeviceState) bool { return d.Success })
+	labels := map[string]int{}
+	for _, d := range rig.runner.Status().Devices {
+		labels[d.Label]++
+	}
+	require.Equal(t, map[string]int{"sda": 1, "sdb": 1, "nvme0n1": 1}, labels)
+}
+
+func TestRunnerExplicitWinsOverScan(t *testing.T) {
+	sat := fixture("sat-hdd-reallocated-304-smartctl-exporter.json")
+	rig := newFakeRig(t, smarttest.FakeConfig{
+		Scan:    []map[string]string{{"name": "/dev/sda", "type": "scsi", "protocol": "SCSI"}},
+		Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: sat}},
+	}, RunnerConfig{Scan: true, Devices: []Target{{Name: "/dev/sda", Type: "sat"}}})
+	rig.start()
+	rig.waitFor("sda", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
+	time.Sleep(300 * time.Millisecond)
+	devs := rig.runner.Status().Devices
+	require.Len(t, devs, 1)
+	require.Equal(t, "sat", devs[0].Target.Type)
+}
+
+func TestRunnerMissingCapability(t *testing.T) {
+	proc := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "self"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "self", "status"), []byte("Name:\tx\nCapEff:\t0000000000000000\n"), 0o644))
+	openFailed := fixture("error-open-failed-windows-rc2-v7.0-scrutiny.json")
+	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
+		"/dev/sda":   {Fixture: openFailed},
+		"/dev/nvme0": {Fixture: openFailed, Stderr: "open: Permission denied"},
+	}}, RunnerConfig{ProcFS: proc, SysFS: t.TempDir(), Devices: []Target{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0"}}})
+	rig.start()
+	sda := rig.waitFor("sda", 10*time.Second, "failed read", func(d DeviceState) bool { return d.ExitStatus == ExitOpenFailed })
+	require.Equal(t, "CAP_SYS_RAWIO", sda.MissingCapability)
+	require.Contains(t, strings.Join(sda.Errors, ";"), "missing CAP_SYS_RAWIO")
+	nv := rig.waitFor("nvme0", 10*time.Second, "failed read", func(d DeviceState) bool { return d.ExitStatus == ExitOpenFailed })
+	require.Equal(t, "CAP_SYS_ADMIN", nv.MissingCapability)
+	require.Contains(t, strings.Join(nv.Errors, ";"), "missing CAP_SYS_ADMIN (needed for NVMe admin commands)")
+}
+
+func TestPermissionErrorWithCapabilities(t *testing.T) {
+	all := capabilities{eff: 1<<capSysAdmin | 1<<capSysRawIO, known: true}
+	_, missing, msg := permissionError(all, ProtocolATA, "/dev/sda", "Smartctl open device: /dev/sda failed: No such device")
+	require.False(t, missing)
+	require.Empty(t, msg, "not a privilege problem")
+	_, missing, msg = permissionError(all, ProtocolATA, "/dev/sda", "open: Permission denied")
+	require.False(t, missing)
+	require.Contains(t, msg, "device node's owner and mode")
+}
+
+type run struct {
+	dev        string
+	start, end int64
+	args       string
+}
+
+func readRuns(t *testing.T, path string) []run {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var runs []run
+	open := map[string]int{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.SplitN(s.Text(), " ", 4)
+		if len(fields) < 3 {
+			continue
+		}
+		at, _ := strconv.ParseInt(fields[2], 10, 64)
+		switch fields[0] {
+		case "start":
+			r := run{dev: fields[1], start: at}
+			if len(fields) == 4 {
+				r.args = fields[3]
+			}
+			open[fields[1]] = len(runs)
+			runs = append(runs, r)
+		case "end":
+			if i, ok := open[fields[1]]; ok {
+				runs[i].end = at
+				delete(open, fields[1])
+			}
+		}
+	}
+	return runs
+}
+
+func readPIDs(t *testing.T, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		p, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		pids = append(pids, p)
+	}
+	return pids
+}
+
+// alive reports whether pid exists and is not a zombie waiting for a
+// parent (in a container PID 1 may never reap the reparented grandchild).
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
