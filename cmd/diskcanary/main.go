@@ -31,7 +31,7 @@ and exports it all to Prometheus on :9742.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newCheckCmd(), newSmartCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newCheckCmd(), newIostatCmd(), newSmartCmd(), newVersionCmd())
 	return root
 }
 

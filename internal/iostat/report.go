@@ -1,0 +1,205 @@
+package iostat
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Row is one device in a report.
+type Row struct {
+	Device string
+	Ext
+}
+
+// Report is one iostat report: every selected device over one interval.
+type Report struct {
+	Time time.Time
+	// IntervalCS is the uptime difference the rates are over; for the
+	// first report since boot it is the uptime.
+	IntervalCS uint64
+	// Discard and Flush say whether the kernel has those columns.
+	Discard, Flush bool
+	Rows           []Row
+}
+
+// Selection decides which devices a report shows, as iostat does.
+type Selection struct {
+	// Names, when set, are the only devices shown, in /proc/diskstats order,
+	// whether or not they had I/O (iostat's "unfiltered" mode).
+	Names []string
+	// WholeDisk tells a disk from a partition; without Names only whole
+	// disks with I/O since boot are shown (iostat -dx without -p).
+	WholeDisk func(name string) bool
+	// OmitIdle drops devices with no reads or writes in the interval (-z).
+	OmitIdle bool
+}
+
+// Build computes a report from two snapshots. prev may be the zero
+// Snapshot: the report is then since boot.
+func Build(prev, curr Snapshot, sel Selection, now time.Time) Report {
+	itv := Interval(prev.UptimeCS, curr.UptimeCS)
+	before := make(map[string]Counters, len(prev.Devices))
+	for _, d := range prev.Devices {
+		before[d.Name] = d.Counters
+	}
+	want := map[string]bool{}
+	for _, n := range sel.Names {
+		want[n] = true
+	}
+	r := Report{Time: now, IntervalCS: itv}
+	for _, d := range curr.Devices {
+		if len(want) > 0 {
+			if !want[d.Name] {
+				continue
+			}
+		} else {
+			if sel.WholeDisk != nil && !sel.WholeDisk(d.Name) {
+				continue
+			}
+			if d.RdIOs == 0 && d.WrIOs == 0 && d.DcIOs == 0 && d.FlIOs == 0 {
+				continue
+			}
+		}
+		p := before[d.Name] // zero for a new device: its counters since it appeared
+		if sel.OmitIdle && p.RdIOs == d.RdIOs && p.WrIOs == d.WrIOs && p.DcIOs == d.DcIOs && p.FlIOs == d.FlIOs {
+			continue
+		}
+		r.Discard = r.Discard || d.HasDiscard()
+		r.Flush = r.Flush || d.HasFlush()
+		r.Rows = append(r.Rows, Row{Device: d.Name, Ext: Compute(p, d.Counters, itv)})
+	}
+	return r
+}
+
+type column struct {
+	name  string
+	width int
+	value func(Ext) float64
+}
+
+var (
+	readCols = []column{
+		{"r/s", 8, func(e Ext) float64 { return e.RPS }},
+		{"rkB/s", 10, func(e Ext) float64 { return e.RkBPS }},
+		{"rrqm/s", 9, func(e Ext) float64 { return e.RrqmPS }},
+		{"%rrqm", 7, func(e Ext) float64 { return e.RrqmPct }},
+		{"r_await", 8, func(e Ext) float64 { return e.RAwait }},
+		{"rareq-sz", 9, func(e Ext) float64 { return e.RareqSz }},
+	}
+	writeCols = []column{
+		{"w/s", 8, func(e Ext) float64 { return e.WPS }},
+		{"wkB/s", 10, func(e Ext) float64 { return e.WkBPS }},
+		{"wrqm/s", 9, func(e Ext) float64 { return e.WrqmPS }},
+		{"%wrqm", 7, func(e Ext) float64 { return e.WrqmPct }},
+		{"w_await", 8, func(e Ext) float64 { return e.WAwait }},
+		{"wareq-sz", 9, func(e Ext) float64 { return e.WareqSz }},
+	}
+	discardCols = []column{
+		{"d/s", 8, func(e Ext) float64 { return e.DPS }},
+		{"dkB/s", 10, func(e Ext) float64 { return e.DkBPS }},
+		{"drqm/s", 9, func(e Ext) float64 { return e.DrqmPS }},
+		{"%drqm", 7, func(e Ext) float64 { return e.DrqmPct }},
+		{"d_await", 8, func(e Ext) float64 { return e.DAwait }},
+		{"dareq-sz", 9, func(e Ext) float64 { return e.DareqSz }},
+	}
+	flushCols = []column{
+		{"f/s", 8, func(e Ext) float64 { return e.FPS }},
+		{"f_await", 8, func(e Ext) float64 { return e.FAwait }},
+	}
+	queueCols = []column{
+		{"aqu-sz", 8, func(e Ext) float64 { return e.AquSz }},
+		{"%util", 7, func(e Ext) float64 { return e.Util }},
+	}
+)
+
+// Columns lists the report's columns in iostat -dx order: discard and flush
+// columns only where the kernel has them.
+func (r Report) columns() []column {
+	cols := append(append([]column{}, readCols...), writeCols...)
+	if r.Discard {
+		cols = append(cols, discardCols...)
+	}
+	if r.Flush {
+		cols = append(cols, flushCols...)
+	}
+	return append(cols, queueCols...)
+}
+
+// ColumnNames returns the header names, for tests and tools.
+func (r Report) ColumnNames() []string {
+	var out []string
+	for _, c := range r.columns() {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// Values returns a row's values in column order.
+func (r Report) Values(row Row) []float64 {
+	var out []float64
+	for _, c := range r.columns() {
+		out = append(out, c.value(row.Ext))
+	}
+	return out
+}
+
+// WriteTable prints the report the way iostat -dx prints it: a 13-column
+// device name, then each column right-aligned with two decimals, and a
+// blank line.
+func (r Report) WriteTable(w io.Writer) error {
+	cols := r.columns()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-13s", "Device")
+	for _, c := range cols {
+		fmt.Fprintf(&b, "%*s", c.width, c.name)
+	}
+	b.WriteByte('\n')
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "%-13s", row.Device)
+		for _, c := range cols {
+			fmt.Fprintf(&b, "%*.2f", c.width, c.value(row.Ext))
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// jsonKeys are sysstat's JSON names (iostat -dx -o JSON), so per-device
+// objects read the same as iostat's.
+var jsonKeys = map[string]string{
+	"%rrqm": "rrqm", "%wrqm": "wrqm", "%drqm": "drqm", "%util": "util",
+}
+
+// WriteJSON prints the report as one JSON object on one line:
+// {"timestamp", "interval_seconds", "disk": [{"disk_device", "r/s", ...}]}.
+func (r Report) WriteJSON(w io.Writer) error {
+	cols := r.columns()
+	disks := make([]json.RawMessage, 0, len(r.Rows))
+	for _, row := range r.Rows {
+		var b strings.Builder
+		name, _ := json.Marshal(row.Device)
+		fmt.Fprintf(&b, `{"disk_device":%s`, name)
+		for _, c := range cols {
+			key := c.name
+			if k, ok := jsonKeys[key]; ok {
+				key = k
+			}
+			// Two decimals, as iostat prints, keeps the two outputs comparable.
+			fmt.Fprintf(&b, `,%q:%.2f`, key, c.value(row.Ext))
+		}
+		b.WriteByte('}')
+		disks = append(disks, json.RawMessage(b.String()))
+	}
+	out := struct {
+		Timestamp       string            `json:"timestamp"`
+		IntervalSeconds float64           `json:"interval_seconds"`
+		Disk            []json.RawMessage `json:"disk"`
+	}{r.Time.Format(time.RFC3339), float64(r.IntervalCS) / 100, disks}
+	enc := json.NewEncoder(w)
+	return enc.Encode(out)
+}
