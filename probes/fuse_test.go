@@ -111,6 +111,15 @@ func TestHungFdatasyncStallsAndRecovers(t *testing.T) {
 	t.Logf("/metrics during the stall: p50 %v p99 %v", lat[len(lat)/2], p99)
 	require.Less(t, p99, 100*time.Millisecond)
 
+	// A garbage collection's stop-the-world must not wait for the stuck
+	// op: it is in syscall state, not holding a P.
+	gcDone := make(chan struct{})
+	go func() { runtime.GC(); close(gcDone) }()
+	select {
+	case <-gcDone:
+	case <-time.After(2 * time.Second):
+		t.Fatal("runtime.GC blocked behind the hung fdatasync")
+	}
 	require.Equal(t, runs, gauge("diskcanary_probe_runs_total"), "no new cycle starts on a stuck target")
 	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines stay bounded")
 	require.LessOrEqual(t, threads(t), osThreads+2, "OS threads stay bounded (the stuck op holds one)")

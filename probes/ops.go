@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,10 +40,8 @@ type inflight struct {
 
 func newInflight() *inflight { return &inflight{base: time.Now()} }
 
-func (f *inflight) begin() time.Time {
-	now := time.Now()
-	f.start.Store(int64(now.Sub(f.base)) | 1) // |1 keeps it non-zero at base
-	return now
+func (f *inflight) begin() {
+	f.start.Store(int64(time.Since(f.base)) | 1) // |1 keeps it non-zero at base
 }
 
 func (f *inflight) end() { f.start.Store(0) }
@@ -144,18 +141,16 @@ func pagesDirtied(off, n int64) int64 {
 // timing the write and the fdatasync separately on the monotonic clock. It
 // returns the next offset and the bytes dirtied. stop is checked between
 // ops so shutdown never waits for a whole cycle.
-//
-// raw selects raw syscalls (see rawSyscalls); the daemon never uses them.
-func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, int64, error) {
+// The clock is read inside the syscall wrapper (timedio.go).
+func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
 	for i := 0; i < n; i++ {
 		if stop != nil && stop.Load() {
 			return off, dirtied, errInterrupted
 		}
-		t0 := fl.begin()
-		w, err := pwrite(fd, buf, off, raw)
-		t1 := time.Now()
+		fl.begin()
+		w, wrote, err := timedPwrite(fd, buf, off)
 		fl.end()
 		if err != nil {
 			return off, dirtied, &opError{"write", path, err}
@@ -165,13 +160,12 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 		}
 		dirtied += pagesDirtied(off, bs)
 		fl.begin()
-		err = fdatasync(fd, raw)
-		t2 := time.Now()
+		synced, err := timedFdatasync(fd)
 		fl.end()
 		if err != nil {
 			return off, dirtied, &opError{"fdatasync", path, err}
 		}
-		rec.recordWAL(t1.Sub(t0), t2.Sub(t1))
+		rec.recordWAL(wrote, synced)
 		off += bs
 	}
 	return off, dirtied, nil
@@ -179,7 +173,7 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 
 // runReads does n O_DIRECT preads of len(buf) bytes at uniform random
 // aligned offsets in [lo, hi) blocks.
-func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, error) {
+func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string) (int64, error) {
 	var read int64
 	bs := int64(len(buf))
 	for i := 0; i < n; i++ {
@@ -187,9 +181,8 @@ func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl 
 			return read, errInterrupted
 		}
 		off := rng.next() * bs
-		t0 := fl.begin()
-		r, err := pread(fd, buf, off, raw)
-		d := time.Since(t0)
+		fl.begin()
+		r, d, err := timedPread(fd, buf, off)
 		fl.end()
 		if err != nil {
 			return read, &opError{"read", path, err}
@@ -222,45 +215,3 @@ func freeBuffer(b []byte) {
 
 // stopFlag asks a running loop to stop between ops.
 type stopFlag struct{ atomic.Bool }
-
-// Raw syscalls skip the Go scheduler's syscall bookkeeping. That
-// bookkeeping costs a blocking syscall tens of microseconds at the tail
-// (measured on 2 vCPUs: 4 KiB O_DIRECT read p99 111 µs in C and with raw
-// syscalls, 155 µs through unix.Pread), which is the difference between
-// agreeing with fio and not. The price: a thread in a raw syscall holds
-// its P, so a garbage collection's stop-the-world would wait for a hung
-// I/O. Only `check` uses them, with the collector switched off for the
-// measurement (it does not allocate); the daemon, which must keep
-// answering /metrics while a disk hangs, never does.
-
-func pwrite(fd int, b []byte, off int64, raw bool) (int, error) {
-	if !raw {
-		return unix.Pwrite(fd, b, off)
-	}
-	n, _, e := unix.RawSyscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
-func pread(fd int, b []byte, off int64, raw bool) (int, error) {
-	if !raw {
-		return unix.Pread(fd, b, off)
-	}
-	n, _, e := unix.RawSyscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
-func fdatasync(fd int, raw bool) error {
-	if !raw {
-		return unix.Fdatasync(fd)
-	}
-	if _, _, e := unix.RawSyscall(unix.SYS_FDATASYNC, uintptr(fd), 0, 0); e != 0 {
-		return e
-	}
-	return nil
-}
