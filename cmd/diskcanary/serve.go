@@ -31,6 +31,7 @@ type serveFlags struct {
 	listen        []string
 	webConfig     string
 	telemetryPath string
+	maxRequests   int
 	logLevel      string
 	logFormat     string
 	procfs        string
@@ -65,6 +66,7 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl.StringSliceVar(&f.listen, "web.listen-address", []string{":9742"}, "addresses to listen on (repeatable)")
 	fl.StringVar(&f.webConfig, "web.config.file", "", "exporter-toolkit web config file for TLS and basic auth")
 	fl.StringVar(&f.telemetryPath, "web.telemetry-path", "/metrics", "path under which to expose metrics")
+	fl.IntVar(&f.maxRequests, "web.max-requests", 100, "maximum parallel scrapes; more get 503 (0 = no limit)")
 	fl.StringVar(&f.logLevel, "log.level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log.format", "logfmt", "log format: logfmt, json")
 	fl.StringVar(&f.procfs, "path.procfs", "/proc", "procfs mountpoint (the host's /proc in a container)")
@@ -165,8 +167,10 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	mux.Handle(f.telemetryPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
-		// Scrapes only read memory; this bounds a scrape storm, not slow disks.
-		MaxRequestsInFlight: 40,
+		// Scrapes only read memory; this bounds a scrape storm, not slow
+		// disks. 100 leaves room for many Prometheus replicas and ad-hoc
+		// curls (bench/scrape-load runs 50 at once without a 503).
+		MaxRequestsInFlight: f.maxRequests,
 	}))
 	if f.telemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
