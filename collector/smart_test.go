@@ -1,0 +1,329 @@
+package collector
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/smart"
+	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
+)
+
+// smartStatusCollector exposes a fixed runner status, so metric building is
+// tested without running anything.
+type smartStatusCollector struct{ s smart.Status }
+
+func (c smartStatusCollector) Describe(chan<- *prometheus.Desc) {}
+func (c smartStatusCollector) Collect(ch chan<- prometheus.Metric) {
+	emitSmartStatus(ch, c.s)
+}
+
+func smartStateFromFixture(t testing.TB, name string) smart.DeviceState {
+	t.Helper()
+	data, err := os.ReadFile(smarttest.Fixture(name))
+	require.NoError(t, err)
+	r, err := smart.Parse(data)
+	require.NoError(t, err)
+	st := smart.StateFromResult(r)
+	st.Success = true
+	st.LastSuccess = time.Unix(1700000000, 0)
+	return st
+}
+
+func TestSmartMetricsNVMeCriticalWarning(t *testing.T) {
+	st := smartStateFromFixture(t, "nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json")
+	st.Label = "nvme0n1"
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: []smart.DeviceState{st}}}
+	want := `
+# HELP diskcanary_smart_critical_warning NVMe critical-warning flags (1 set).
+# TYPE diskcanary_smart_critical_warning gauge
+diskcanary_smart_critical_warning{device="nvme0n1",flag="available_spare_below_threshold"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="persistent_memory_region_unreliable"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="read_only"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="reliability_degraded"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="temperature_threshold"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="volatile_memory_backup_failed"} 1
+# HELP diskcanary_smart_healthy SMART overall health self-assessment (1 passed, 0 failed; NVMe fails on any critical warning).
+# TYPE diskcanary_smart_healthy gauge
+diskcanary_smart_healthy{device="nvme0n1"} 0
+# HELP diskcanary_smart_available_spare_ratio NVMe available spare.
+# TYPE diskcanary_smart_available_spare_ratio gauge
+diskcanary_smart_available_spare_ratio{device="nvme0n1"} 1
+# HELP diskcanary_smart_available_spare_threshold_ratio NVMe available spare threshold.
+# TYPE diskcanary_smart_available_spare_threshold_ratio gauge
+diskcanary_smart_available_spare_threshold_ratio{device="nvme0n1"} 0.1
+# HELP diskcanary_smart_power_on_seconds_total Power-on time.
+# TYPE diskcanary_smart_power_on_seconds_total counter
+diskcanary_smart_power_on_seconds_total{device="nvme0n1"} 6.61536e+07
+# HELP diskcanary_smart_temperature_celsius Current drive temperature.
+# TYPE diskcanary_smart_temperature_celsius gauge
+diskcanary_smart_temperature_celsius{device="nvme0n1"} 40
+# HELP diskcanary_smartctl_exit_status Exit status of the last smartctl run (a bitmask, see smartctl(8)); -1 if it did not finish.
+# TYPE diskcanary_smartctl_exit_status gauge
+diskcanary_smartctl_exit_status{device="nvme0n1"} 8
+# HELP diskcanary_smart_device_info Identity of a SMART device; always 1.
+# TYPE diskcanary_smart_device_info gauge
+diskcanary_smart_device_info{device="nvme0n1",firmware="REDACTED",model="SAMSUNG MZWLL3T2HAJQ-00005",protocol="NVMe",serial="REDACTED",type="nvme",wwn=""} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"diskcanary_smart_critical_warning", "diskcanary_smart_healthy", "diskcanary_smart_available_spare_ratio",
+		"diskcanary_smart_available_spare_threshold_ratio", "diskcanary_smart_power_on_seconds_total",
+		"diskcanary_smart_temperature_celsius", "diskcanary_smartctl_exit_status", "diskcanary_smart_device_info"))
+
+	// Not reported by NVMe: absent, never 0.
+	n, err := testutil.GatherAndCount(smartRegistry(t, c), "diskcanary_smart_reallocated_sectors", "diskcanary_smart_pending_sectors", "diskcanary_smart_attribute_raw")
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func TestSmartMetricsATAAttributesAndExitBits(t *testing.T) {
+	st := smartStateFromFixture(t, "synth-ata-duplicate-attribute.json")
+	st.ExitStatus = smart.ExitErrorLog | smart.ExitCommandFailed
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: []smart.DeviceState{st}}}
+	// The pedantic registry in smartRegistry fails the gather on two series
+	// with one label set: the duplicate attribute 5 must have been dropped.
+	smartRegistry(t, c)
+	want := `
+# HELP diskcanary_smart_attribute_raw ATA SMART attribute raw value (48-bit, vendor-encoded).
+# TYPE diskcanary_smart_attribute_raw gauge
+diskcanary_smart_attribute_raw{device="sdc",id="197",name="Current_Pending_Sector"} 2
+diskcanary_smart_attribute_raw{device="sdc",id="5",name="Reallocated_Sector_Ct"} 8
+# HELP diskcanary_smart_attribute_threshold ATA SMART attribute failure threshold.
+# TYPE diskcanary_smart_attribute_threshold gauge
+diskcanary_smart_attribute_threshold{device="sdc",id="197",name="Current_Pending_Sector"} 0
+diskcanary_smart_attribute_threshold{device="sdc",id="5",name="Reallocated_Sector_Ct"} 10
+# HELP diskcanary_smartctl_exit_status_bit One bit of the last smartctl exit status, by name.
+# TYPE diskcanary_smartctl_exit_status_bit gauge
+diskcanary_smartctl_exit_status_bit{bit="attribute_below_threshold_in_past",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="command_line_error",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="device_open_failed",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="disk_failing",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="error_log_has_errors",device="sdc"} 1
+diskcanary_smartctl_exit_status_bit{bit="prefail_attribute_below_threshold",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="self_test_log_has_errors",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="smart_command_failed",device="sdc"} 1
+# HELP diskcanary_smart_reallocated_sectors Reallocated sectors (ATA attribute 5) or SCSI grown defect list entries.
+# TYPE diskcanary_smart_reallocated_sectors gauge
+diskcanary_smart_reallocated_sectors{device="sdc"} 8
+# HELP diskcanary_smart_pending_sectors Sectors pending reallocation (ATA attribute 197).
+# TYPE diskcanary_smart_pending_sectors gauge
+diskcanary_smart_pending_sectors{device="sdc"} 2
+# HELP diskcanary_smart_last_success_timestamp_seconds When SMART data was last read from the device.
+# TYPE diskcanary_smart_last_success_timestamp_seconds gauge
+diskcanary_smart_last_success_timestamp_seconds{device="sdc"} 1.7e+09
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"diskcanary_smart_attribute_raw", "diskcanary_smart_attribute_threshold", "diskcanary_smartctl_exit_status_bit",
+		"diskcanary_smart_reallocated_sectors", "diskcanary_smart_pending_sectors", "diskcanary_smart_last_success_timestamp_seconds"))
+	// Not reported by this drive: absent, never 0.
+	n, err := testutil.GatherAndCount(smartRegistry(t, c), "diskcanary_smart_power_on_seconds_total", "diskcanary_smart_wear_used_ratio", "diskcanary_smart_media_errors_total")
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func smartRegistry(t testing.TB, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	_, err := reg.Gather()
+	require.NoError(t, err)
+	return reg
+}
+
+func TestSmartMetricsNoDataDevice(t *testing.T) {
+	// A device never read yet (or never readable): freshness series only.
+	st := smart.DeviceState{Target: smart.Target{Name: "/dev/sdq"}, Label: "sdq", ExitStatus: -1, Timeouts: 3, Quarantined: true, MissingCapability: "CAP_SYS_RAWIO"}
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: false, Devices: []smart.DeviceState{st}}}
+	want := `
+# HELP diskcanary_smart_collect_success Whether the last smartctl run read the device (or found it asleep and left it so).
+# TYPE diskcanary_smart_collect_success gauge
+diskcanary_smart_collect_success{device="sdq"} 0
+# HELP diskcanary_smart_missing_capability 1 when smartctl failed for lack of this capability (CAP_SYS_RAWIO for ATA/SCSI, CAP_SYS_ADMIN for NVMe).
+# TYPE diskcanary_smart_missing_capability gauge
+diskcanary_smart_missing_capability{capability="CAP_SYS_RAWIO",device="sdq"} 1
+# HELP diskcanary_smart_quarantined 1 while the device is backed off because smartctl hung on it.
+# TYPE diskcanary_smart_quarantined gauge
+diskcanary_smart_quarantined{device="sdq"} 1
+# HELP diskcanary_smart_scan_success Whether the last smartctl --scan-open discovery succeeded.
+# TYPE diskcanary_smart_scan_success gauge
+diskcanary_smart_scan_success 0
+# HELP diskcanary_smartctl_exit_status Exit status of the last smartctl run (a bitmask, see smartctl(8)); -1 if it did not finish.
+# TYPE diskcanary_smartctl_exit_status gauge
+diskcanary_smartctl_exit_status{device="sdq"} -1
+# HELP diskcanary_smartctl_timeouts_total smartctl runs killed at the timeout.
+# TYPE diskcanary_smartctl_timeouts_total counter
+diskcanary_smartctl_timeouts_total{device="sdq"} 3
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"diskcanary_smart_collect_success", "diskcanary_smart_missing_capability", "diskcanary_smart_quarantined",
+		"diskcanary_smart_scan_success", "diskcanary_smartctl_exit_status", "diskcanary_smartctl_timeouts_total"))
+	n, err := testutil.GatherAndCount(smartRegistry(t, c), "diskcanary_smart_device_info", "diskcanary_smart_last_success_timestamp_seconds", "diskcanary_smartctl_exit_status_bit")
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func smartTestConfig(bin string) *config.Config {
+	return &config.Config{Smart: config.Smart{
+		Enabled: true, Smartctl: bin, Interval: time.Minute, Timeout: 10 * time.Second, Concurrency: 2,
+		Scan: true, RescanInterval: time.Hour, VanishedAfter: time.Hour, NoCheck: "standby",
+	}}
+}
+
+func TestSmartPartSmartctlMissing(t *testing.T) {
+	cfg := smartTestConfig(filepath.Join(t.TempDir(), "no-smartctl"))
+	c, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	c.Run(ctx)
+	want := `
+# HELP diskcanary_smartctl_available Whether the smartctl binary was found (0: no SMART metrics; install smartmontools).
+# TYPE diskcanary_smartctl_available gauge
+diskcanary_smartctl_available 0
+# HELP diskcanary_collector_success Whether the collector succeeded on this scrape (1) or failed (0).
+# TYPE diskcanary_collector_success gauge
+diskcanary_collector_success{collector="smart"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "diskcanary_smartctl_available", "diskcanary_collector_success"))
+}
+
+// TestSmart24DevicesOneHanging is the issue's acceptance test: 24 disks
+// whose smartctl takes 2 s each and one whose smartctl hangs forever. A
+// scrape of /metrics must stay fast (p99 < 50 ms), the hung run must be
+// killed at its timeout and the device quarantined, and every other disk
+// must keep updating.
+func TestSmart24DevicesOneHanging(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~15 s")
+	}
+	fixtures := []string{
+		"sat-hdd-reallocated-304-smartctl-exporter.json",
+		"nvme-pct-used-51-spare-93-smartctl-exporter.json",
+		"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json",
+		"ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json",
+		"sat-ssd-kingston-a400-rc4-smartctl-exporter.json",
+		"nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json",
+	}
+	dir := t.TempDir()
+	fake := smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{}, PIDFile: filepath.Join(dir, "pids"), Log: filepath.Join(dir, "runs.log")}
+	const hung = "/dev/sdx"
+	for i := range 24 {
+		name := "/dev/sd" + string(rune('a'+i))
+		fake.Scan = append(fake.Scan, map[string]string{"name": name, "type": "scsi", "protocol": "SCSI"})
+		fake.Devices[name] = smarttest.FakeDevice{Fixture: smarttest.Fixture(fixtures[i%len(fixtures)]), Sleep: "2s"}
+	}
+	fake.Devices[hung] = smarttest.FakeDevice{Hang: true}
+	bin := smarttest.Install(t, fake)
+
+	cfg := smartTestConfig(bin)
+	cfg.Smart.Interval = 3 * time.Second
+	cfg.Smart.Timeout = 4 * time.Second
+	cfg.Smart.Concurrency = 12
+	col, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { col.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	scrape := func() (time.Duration, string) {
+		start := time.Now()
+		resp, err := http.Get(srv.URL)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return time.Since(start), string(body)
+	}
+	var lat []time.Duration
+	var firstReads map[string]float64
+	deadline := time.Now().Add(16 * time.Second)
+	for time.Now().Before(deadline) {
+		d, body := scrape()
+		lat = append(lat, d)
+		if firstReads == nil {
+			if m := smartLastSuccess(body); len(m) == 23 {
+				firstReads = m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
+	t.Logf("/metrics over %d scrapes: p50 %s p99 %s max %s", len(lat), p(0.5), p(0.99), lat[len(lat)-1])
+	require.Less(t, p(0.99), 50*time.Millisecond, "/metrics p99")
+
+	_, body := scrape()
+	require.Contains(t, body, `diskcanary_smart_quarantined{device="sdx"} 1`)
+	require.Regexp(t, `diskcanary_smartctl_timeouts_total\{device="sdx"\} [1-9]`, body)
+	require.Contains(t, body, `diskcanary_smartctl_exit_status{device="sdx"} -1`)
+	require.NotContains(t, body, `diskcanary_smart_last_success_timestamp_seconds{device="sdx"}`)
+
+	require.NotNil(t, firstReads, "all 23 healthy disks were read")
+	last := smartLastSuccess(body)
+	require.Len(t, last, 23)
+	for dev, ts := range last {
+		require.Greater(t, ts, firstReads[dev], "%s kept updating while sdx hung", dev)
+	}
+	// The hung smartctl and the grandchild in its process group were killed.
+	data, err := os.ReadFile(fake.PIDFile)
+	require.NoError(t, err)
+	for _, f := range strings.Fields(string(data)) {
+		pid, _ := strconv.Atoi(f)
+		require.Eventually(t, func() bool { return !smartPIDAlive(pid) }, 5*time.Second, 20*time.Millisecond, "pid %d survived", pid)
+	}
+}
+
+// smartLastSuccess reads diskcanary_smart_last_success_timestamp_seconds per device from an exposition.
+func smartLastSuccess(body string) map[string]float64 {
+	m := map[string]float64{}
+	const prefix = `diskcanary_smart_last_success_timestamp_seconds{device="`
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		dev, val, _ := strings.Cut(rest, `"} `)
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			m[dev] = v
+		}
+	}
+	return m
+}
+
+func smartPIDAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z' // a zombie is dead, only unreaped
+}
+
+func smartDiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
