@@ -220,3 +220,26 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 		})
 	}
 }
+
+// overlayfs (a container's root filesystem) is named, not trusted.
+func TestOverlayfsIsNamed(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	for _, d := range []string{"lower", "upper", "work", "merged"} {
+		require.NoError(t, os.Mkdir(filepath.Join(base, d), 0o755))
+	}
+	mount(t, "-t", "overlay", "overlay", "-o",
+		"lowerdir="+base+"/lower,upperdir="+base+"/upper,workdir="+base+"/work", base+"/merged")
+	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: base + "/merged",
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+	waitFor(t, 5*time.Second, "a cycle", func() bool {
+		m, ok := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": "wal"})
+		return ok && m.GetCounter().GetValue() >= 1
+	})
+	stop()
+	w, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "overlayfs"})
+	require.True(t, ok)
+	require.EqualValues(t, 1, w.GetGauge().GetValue())
+	info, _ := value(gather()["diskcanary_probe_target_info"], map[string]string{"probe": "wal"})
+	require.Contains(t, info.String(), `value:"overlay"`)
+}

@@ -149,3 +149,34 @@ func TestCheckReportsInjectedFdatasyncLatency(t *testing.T) {
 		require.Contains(t, strings.Join(res.Warnings, "\n"), "fuse")
 	}
 }
+
+// A read that never returns stalls the read probe the same way.
+func TestHungReadStallsAndRecovers(t *testing.T) {
+	// Disk backing (not tmpfs): the read probe opens its working set with
+	// O_DIRECT, which the backing filesystem must accept.
+	m := testfs.Start(t, t.TempDir())
+	_, gather, _ := startEngine(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: m.Dir,
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, WorkingSet: 1 << 20, StallThreshold: 300 * time.Millisecond})
+	gauge := func(name string) float64 {
+		v, ok := value(gather()[name], map[string]string{"probe": "rr"})
+		if !ok {
+			return -1
+		}
+		if v.GetCounter() != nil {
+			return v.GetCounter().GetValue()
+		}
+		return v.GetGauge().GetValue()
+	}
+	waitFor(t, 10*time.Second, "read cycles", func() bool {
+		return gauge("diskcanary_probe_runs_total") >= 2 && gauge("diskcanary_probe_success") == 1
+	})
+	m.Do(t, "hang-reads")
+	waitFor(t, 3*time.Second, "stalled=1", func() bool { return gauge("diskcanary_probe_stalled") == 1 })
+	runs := gauge("diskcanary_probe_runs_total")
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, runs, gauge("diskcanary_probe_runs_total"), "no new cycle on a stuck target")
+	m.Do(t, "release")
+	waitFor(t, 5*time.Second, "recovery", func() bool {
+		return gauge("diskcanary_probe_stalled") == 0 && gauge("diskcanary_probe_runs_total") > runs+1
+	})
+}

@@ -124,10 +124,36 @@ type node struct {
 }
 
 var (
+	_ fs.NodeOpener      = (*node)(nil)
+	_ fs.NodeCreater     = (*node)(nil)
 	_ fs.NodeFsyncer     = (*node)(nil)
 	_ fs.NodeReader      = (*node)(nil)
 	_ fs.NodeWrapChilder = (*node)(nil)
 )
+
+// Open and Create hand out files the kernel cannot bypass: with FUSE
+// passthrough (Linux 6.9+, used by go-fuse's loopback when root), reads and
+// writes would go straight to the backing file and skip the faults.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	return noPassthrough(fh), fl, errno
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	in, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	return in, noPassthrough(fh), fl, errno
+}
+
+type noPassthroughFile struct{ *fs.LoopbackFile }
+
+func (noPassthroughFile) PassthroughFd() (int, bool) { return 0, false }
+
+func noPassthrough(fh fs.FileHandle) fs.FileHandle {
+	if lf, ok := fh.(*fs.LoopbackFile); ok {
+		return noPassthroughFile{lf}
+	}
+	return fh
+}
 
 func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
 	return &node{LoopbackNode: ops.(*fs.LoopbackNode), faults: n.faults, fakeSync: n.fakeSync}
