@@ -1,0 +1,333 @@
+package smart
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// corpusDir finds the shared real-disk corpus: $DISKCANARY_SMART_CORPUS, or
+// ../shared/fixtures/smartctl next to the repository. Tests that need it
+// skip when it is absent, so a clone without ../shared still passes.
+func corpusDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("DISKCANARY_SMART_CORPUS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "fixtures", "smartctl")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST.tsv")); err != nil {
+		t.Skipf("smartctl corpus not found at %s (set DISKCANARY_SMART_CORPUS): %v", dir, err)
+	}
+	return dir
+}
+
+// corpusFiles lists the corpus files from MANIFEST.tsv, so a file missing
+// from disk is a failure, not a silent skip.
+func corpusFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "MANIFEST.tsv"))
+	require.NoError(t, err)
+	var files []string
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if i == 0 {
+			continue
+		}
+		files = append(files, strings.SplitN(line, "\t", 2)[0])
+	}
+	require.NotEmpty(t, files)
+	return files
+}
+
+// j walks generic JSON: j(doc, "a", "b", 3) is doc.a.b[3]; nil if absent.
+func j(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			a, ok := v.([]any)
+			if !ok || k >= len(a) {
+				return nil
+			}
+			v = a[k]
+		}
+	}
+	return v
+}
+
+func jnum(v any) *float64 {
+	if f, ok := v.(float64); ok {
+		return &f
+	}
+	return nil
+}
+
+func scaled(v *float64, k float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	return f64(*v * k)
+}
+
+func nonZeroF(v *float64) *float64 {
+	if v == nil || *v == 0 {
+		return nil
+	}
+	return v
+}
+
+// ataAttr returns the first row of the ATA attribute table with this id.
+func ataAttr(doc any, id int) map[string]any {
+	rows, _ := j(doc, "ata_smart_attributes", "table").([]any)
+	for _, r := range rows {
+		if m, ok := r.(map[string]any); ok && jnum(m["id"]) != nil && *jnum(m["id"]) == float64(id) {
+			return m
+		}
+	}
+	return nil
+}
+
+func ataRawCount(doc any, id int) *float64 {
+	a := ataAttr(doc, id)
+	if a == nil {
+		return nil
+	}
+	s, _ := j(a, "raw", "string").(string)
+	if f := strings.Fields(s); len(f) > 0 {
+		digits := strings.TrimRightFunc(f[0], func(r rune) bool { return r < '0' || r > '9' })
+		if v, err := strconv.ParseFloat(digits, 64); err == nil {
+			return &v
+		}
+	}
+	return jnum(j(a, "raw", "value"))
+}
+
+func devstat(doc any, page, offset int) *float64 {
+	pages, _ := j(doc, "ata_device_statistics", "pages").([]any)
+	for _, p := range pages {
+		if n := jnum(j(p, "number")); n == nil || *n != float64(page) {
+			continue
+		}
+		rows, _ := j(p, "table").([]any)
+		for _, r := range rows {
+			if o := jnum(j(r, "offset")); o != nil && *o == float64(offset) && j(r, "flags", "valid") != false {
+				return jnum(j(r, "value"))
+			}
+		}
+	}
+	return nil
+}
+
+// expectedHealth derives the normalised fields straight from a file's JSON,
+// written against the rules in README "SMART" independently of the typed
+// parser: where each protocol keeps each value.
+func expectedHealth(doc any) Health {
+	var h Health
+	protocol, _ := j(doc, "device", "protocol").(string)
+	exit := jnum(j(doc, "smartctl", "exit_status"))
+	if p, ok := j(doc, "smart_status", "passed").(bool); ok {
+		h.Healthy = b(p)
+	} else if exit != nil && int(*exit)&8 != 0 {
+		h.Healthy = b(false)
+	}
+	h.TemperatureCelsius = nonZeroF(jnum(j(doc, "temperature", "current")))
+	if hours := jnum(j(doc, "power_on_time", "hours")); hours != nil {
+		s := *hours * 3600
+		if m := jnum(j(doc, "power_on_time", "minutes")); m != nil {
+			s += *m * 60
+		}
+		h.PowerOnSeconds = &s
+	}
+	h.PowerCycles = jnum(j(doc, "power_cycle_count"))
+	switch protocol {
+	case "NVMe":
+		l := j(doc, "nvme_smart_health_information_log")
+		if l == nil {
+			break
+		}
+		if h.TemperatureCelsius == nil {
+			h.TemperatureCelsius = nonZeroF(jnum(j(l, "temperature")))
+		}
+		if h.PowerOnSeconds == nil {
+			h.PowerOnSeconds = scaled(jnum(j(l, "power_on_hours")), 3600)
+		}
+		if h.PowerCycles == nil {
+			h.PowerCycles = jnum(j(l, "power_cycles"))
+		}
+		h.WearUsedRatio = scaled(jnum(j(l, "percentage_used")), 0.01)
+		h.MediaErrors = jnum(j(l, "media_errors"))
+		h.AvailableSpareRatio = scaled(jnum(j(l, "available_spare")), 0.01)
+		h.AvailableSpareThresholdRatio = scaled(jnum(j(l, "available_spare_threshold")), 0.01)
+		if cw := jnum(j(l, "critical_warning")); cw != nil {
+			h.CriticalWarning = ptr(int(*cw))
+		}
+	case "SCSI":
+		if h.TemperatureCelsius == nil {
+			h.TemperatureCelsius = nonZeroF(jnum(j(doc, "scsi_environmental_reports", "temperature_1", "current")))
+		}
+		h.ReallocatedSectors = jnum(j(doc, "scsi_grown_defect_list"))
+		h.WearUsedRatio = scaled(jnum(j(doc, "scsi_percentage_used_endurance_indicator")), 0.01)
+		var sum float64
+		any := false
+		for _, k := range []string{"read", "write", "verify"} {
+			if v := jnum(j(doc, "scsi_error_counter_log", k, "total_uncorrected_errors")); v != nil {
+				sum += *v
+				any = true
+			}
+		}
+		if any {
+			h.MediaErrors = &sum
+		}
+	case "ATA":
+		h.ReallocatedSectors = ataRawCount(doc, 5)
+		h.PendingSectors = ataRawCount(doc, 197)
+		if h.PowerOnSeconds == nil {
+			if a := ataAttr(doc, 9); a != nil && a["name"] == "Power_On_Hours" {
+				h.PowerOnSeconds = scaled(ataRawCount(doc, 9), 3600)
+			}
+		}
+		if h.PowerCycles == nil {
+			h.PowerCycles = ataRawCount(doc, 12)
+		}
+		if h.TemperatureCelsius == nil {
+			h.TemperatureCelsius = nonZeroF(ataRawCount(doc, 194))
+		}
+		h.MediaErrors = ataRawCount(doc, 187)
+		if h.MediaErrors == nil {
+			h.MediaErrors = devstat(doc, 4, 8)
+		}
+		if h.MediaErrors == nil {
+			h.MediaErrors = ataRawCount(doc, 198)
+		}
+		h.WearUsedRatio = scaled(devstat(doc, 7, 8), 0.01)
+		if h.WearUsedRatio == nil {
+			rows, _ := j(doc, "ata_smart_attributes", "table").([]any)
+			for _, r := range rows {
+				name, _ := j(r, "name").(string)
+				v := jnum(j(r, "value"))
+				if v != nil && *v <= 100 && wearFromNormalised[name] {
+					h.WearUsedRatio = f64((100 - *v) / 100)
+					break
+				}
+			}
+		}
+	}
+	return h
+}
+
+// corpusSpotChecks are the headline facts MANIFEST.tsv states for some
+// files, checked literally so the derivation above cannot drift with the parser.
+var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
+	"ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json": func(t *testing.T, r *Result) {
+		require.Equal(t, false, *r.Health.Healthy)
+		require.Equal(t, 1975.0, *r.Health.ReallocatedSectors)
+		require.Equal(t, 8.0, *r.Health.PendingSectors)
+		require.Equal(t, ExitStatus(216), r.ExitStatus)
+		require.Equal(t, ProtocolATA, r.Protocol, "usbjmicron type, ATA protocol")
+	},
+	"nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 16, *r.Health.CriticalWarning)
+		require.Equal(t, false, *r.Health.Healthy)
+		require.Equal(t, []string{"disk_failing"}, r.ExitStatus.Bits())
+	},
+	"nvme-pct-used-51-spare-93-smartctl-exporter.json": func(t *testing.T, r *Result) {
+		require.InDelta(t, 0.51, *r.Health.WearUsedRatio, 1e-9)
+		require.InDelta(t, 0.93, *r.Health.AvailableSpareRatio, 1e-9)
+	},
+	"megaraid-sat-hdd-disk1-reallocated-387-rc4-v7.1-scrutiny.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 387.0, *r.Health.ReallocatedSectors)
+		require.Equal(t, ProtocolATA, r.Protocol, "sat+megaraid type, ATA protocol")
+		require.Equal(t, "sda:sat+megaraid,1", DeviceLabel(r.Name, r.Type))
+	},
+	"sat-hdd-reallocated-304-smartctl-exporter.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 304.0, *r.Health.ReallocatedSectors)
+	},
+	"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 260.0, *r.Health.ReallocatedSectors)
+		require.Equal(t, 536.0, *r.Health.MediaErrors, "535 write + 1 read uncorrected")
+	},
+	"sat-ssd-crucial-m4-xall-v7.4-starosdev.json": func(t *testing.T, r *Result) {
+		require.InDelta(t, 0.03, *r.Health.WearUsedRatio, 1e-9, "device statistics beat the vendor attribute")
+		require.Nil(t, r.Health.TemperatureCelsius, "reports 0 everywhere: no sensor")
+	},
+	"sat-ssd-samsung860evo-xall-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
+		require.NotNil(t, r.Health.WearUsedRatio)
+	},
+	"sat-ssd-kingston-a400-rc4-smartctl-exporter.json": func(t *testing.T, r *Result) {
+		require.InDelta(t, 0.02, *r.Health.WearUsedRatio, 1e-9, "SSD_Life_Left 98")
+		require.Equal(t, []string{"smart_command_failed"}, r.ExitStatus.Bits())
+		require.NotNil(t, r.Health.Healthy, "bit 2 keeps the data")
+	},
+	"scsi-intel-raid1-volume-windows-rc4-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
+		require.Nil(t, r.Health.TemperatureCelsius, "temperature 0 on a RAID volume is no sensor")
+	},
+	"scsi-sas-hdd-envtemp-v7.4-starosdev.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 38.0, *r.Health.TemperatureCelsius, "from the environmental reports page")
+	},
+	"error-open-failed-windows-rc2-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
+		require.True(t, r.ExitStatus.NoData())
+		require.Equal(t, "/dev/sda", r.Name, "named from argv")
+		require.NotEmpty(t, r.Errors)
+	},
+	"usb-bridge-autodetect-nosmart-rc4-v7.4-starosdev.json": func(t *testing.T, r *Result) {
+		require.Contains(t, r.Errors, "Device does not support SMART")
+	},
+}
+
+func TestCorpus(t *testing.T) {
+	dir := corpusDir(t)
+	files := corpusFiles(t, dir)
+	scans, devices := 0, 0
+	for _, name := range files {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			var doc any
+			require.NoError(t, json.Unmarshal(data, &doc))
+			if j(doc, "devices") != nil {
+				scans++
+				ts, err := ParseScan(data)
+				require.NoError(t, err)
+				raw, _ := j(doc, "devices").([]any)
+				require.Len(t, ts, len(raw), "one target per scanned device")
+				for i, tg := range ts {
+					require.Equal(t, j(raw[i], "name"), tg.Name)
+					typ, _ := j(raw[i], "type").(string)
+					require.Equal(t, strings.Contains(typ, "megaraid"), tg.Type != "", "only port selectors are forced: %s", typ)
+				}
+				return
+			}
+			devices++
+			r, err := Parse(data)
+			require.NoError(t, err)
+			want := expectedHealth(doc)
+			requireHealth(t, want, r.Health)
+			if e := jnum(j(doc, "smartctl", "exit_status")); e != nil {
+				require.Equal(t, ExitStatus(int(*e)), r.ExitStatus)
+			}
+			p, _ := j(doc, "device", "protocol").(string)
+			require.Equal(t, p, r.Protocol)
+			if check, ok := corpusSpotChecks[name]; ok {
+				check(t, r)
+			}
+		})
+	}
+	require.Equal(t, len(files), scans+devices)
+	for name := range corpusSpotChecks {
+		found := false
+		for _, f := range files {
+			found = found || f == name
+		}
+		require.True(t, found, "spot check for %s, which the corpus no longer has", name)
+	}
+	t.Logf("corpus: %d device files, %d scan files", devices, scans)
+}
