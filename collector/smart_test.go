@@ -327,3 +327,48 @@ func smartPIDAlive(pid int) bool {
 }
 
 func smartDiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// BenchmarkSmartParseAndMetrics is the per-device cost of one smartctl
+// result: parsing its JSON (done once per run, in the runner) plus building
+// its const metrics (done on every scrape).
+func BenchmarkSmartParseAndMetrics(b *testing.B) {
+	for _, tc := range []struct{ name, file string }{
+		{"ATA", "ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json"},
+		{"NVMe", "nvme-pct-used-51-spare-93-smartctl-exporter.json"},
+		{"SCSI", "scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json"},
+	} {
+		data, err := os.ReadFile(smarttest.Fixture(tc.file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch := make(chan prometheus.Metric, 1024)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				r, err := smart.Parse(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				st := smart.StateFromResult(r)
+				emitSmartDevice(ch, &st)
+				n = len(ch)
+				for len(ch) > 0 {
+					<-ch
+				}
+			}
+			b.ReportMetric(float64(n), "series/device")
+		})
+		b.Run(tc.name+"/metrics-only", func(b *testing.B) {
+			r, _ := smart.Parse(data)
+			st := smart.StateFromResult(r)
+			b.ReportAllocs()
+			for b.Loop() {
+				emitSmartDevice(ch, &st)
+				for len(ch) > 0 {
+					<-ch
+				}
+			}
+		})
+	}
+}

@@ -204,3 +204,27 @@ func TestDeviceLabel(t *testing.T) {
 	require.Equal(t, "sg1:cciss,3", DeviceLabel("/dev/sg1", "cciss,3"))
 	require.Equal(t, "sdb", DeviceLabel("/dev/sdb", "sat,12"))
 }
+
+func benchmarkParse(b *testing.B, name string) {
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseATA(b *testing.B) {
+	benchmarkParse(b, "ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json")
+}
+func BenchmarkParseNVMe(b *testing.B) {
+	benchmarkParse(b, "nvme-pct-used-51-spare-93-smartctl-exporter.json")
+}
+func BenchmarkParseSCSI(b *testing.B) {
+	benchmarkParse(b, "scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json")
+}
