@@ -1,0 +1,191 @@
+// Package rulegen owns diskcanary's Prometheus rules and Grafana dashboards:
+// it generates alerts/diskcanary-rules.yml (recording and alert rules),
+// alerts/tests/*.yml (promtool unit tests) and dashboards/*.json from Go
+// code, so every threshold is a parameter and every PromQL expression is
+// written once. tools/rulegen is the command; a test proves the committed
+// files equal what this package generates with the default parameters.
+package rulegen
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Params are the generator's knobs. Latency thresholds are classic-bucket
+// edges on purpose (see probes.LatencyBuckets): histogram_quantile only
+// interpolates inside a bucket, so a threshold on an edge means "more than
+// 1 % of samples are above it", never an interpolation artefact.
+type Params struct {
+	// etcd guidance: WAL fdatasync p99 under 10 ms (health tier).
+	FdatasyncSlow    time.Duration
+	FdatasyncSlowFor time.Duration
+	// etcd-mixin incident levels (etcdHighFsyncDurations): 0.5 s / 1 s.
+	FdatasyncIncidentWarning  time.Duration
+	FdatasyncIncidentCritical time.Duration
+	FdatasyncIncidentFor      time.Duration
+	ReadSlow                  time.Duration
+	ReadSlowFor               time.Duration
+
+	// MinSamples is the sample floor behind a 15 m / 1 h p99 (the design
+	// asks for ~1,000; the default probe gives ~1,020 per 15 m in bursts of
+	// 50, so the window count steps by ±50).
+	MinSamples int
+	// MinIncidentSamples is the floor behind a 5 m p99 at incident levels:
+	// a disk that slow yields few samples, and the stall alert covers none.
+	MinIncidentSamples int
+
+	StallFor        time.Duration
+	ProbeFailingFor time.Duration
+	ProbeStaleAfter time.Duration
+
+	SmartTemperatureCelsius float64
+	SmartTemperatureFor     time.Duration
+	WearWarning             float64
+	WearCritical            float64
+	SmartGrowthWindow       time.Duration
+	SmartStaleAfter         time.Duration
+	SmartFailingFor         time.Duration
+	CollectorFailingFor     time.Duration
+	ExporterDownFor         time.Duration
+
+	// Fleet drift: p99 over DriftFactor × the cohort median and over
+	// DriftFloor, with at least DriftMinCohort members, for DriftFor.
+	DriftFactor    float64
+	DriftFloor     time.Duration
+	DriftMinCohort int
+	DriftFor       time.Duration
+	// Self drift: 1 h p99 over SelfDriftFactor × the same hour last week.
+	SelfDriftFactor float64
+	SelfDriftFloor  time.Duration
+	SelfDriftFor    time.Duration
+
+	IostatWindow time.Duration
+	// Job is the scrape job of the exporters (for the exporter-down alert).
+	JobSelector string
+	// TargetLabels identify one probe target; extra target labels a user
+	// attaches in relabelling (node, cluster...) can be added here.
+	TargetLabels []string
+	// CohortLabel, when present on the scrape target, names the cohort
+	// (instance type, volume type); otherwise the disk model is the cohort.
+	CohortLabel string
+	RunbookBase string
+}
+
+// Defaults are the parameters of the committed files.
+func Defaults() Params {
+	return Params{
+		FdatasyncSlow:             10 * time.Millisecond,
+		FdatasyncSlowFor:          15 * time.Minute,
+		FdatasyncIncidentWarning:  500 * time.Millisecond,
+		FdatasyncIncidentCritical: time.Second,
+		FdatasyncIncidentFor:      10 * time.Minute,
+		ReadSlow:                  25 * time.Millisecond,
+		ReadSlowFor:               15 * time.Minute,
+		MinSamples:                900,
+		MinIncidentSamples:        20,
+		StallFor:                  time.Minute,
+		ProbeFailingFor:           15 * time.Minute,
+		ProbeStaleAfter:           10 * time.Minute,
+		SmartTemperatureCelsius:   65,
+		SmartTemperatureFor:       15 * time.Minute,
+		WearWarning:               0.8,
+		WearCritical:              0.9,
+		SmartGrowthWindow:         time.Hour,
+		SmartStaleAfter:           time.Hour,
+		SmartFailingFor:           30 * time.Minute,
+		CollectorFailingFor:       15 * time.Minute,
+		ExporterDownFor:           5 * time.Minute,
+		DriftFactor:               3,
+		DriftFloor:                2 * time.Millisecond,
+		DriftMinCohort:            5,
+		DriftFor:                  30 * time.Minute,
+		SelfDriftFactor:           2,
+		SelfDriftFloor:            2 * time.Millisecond,
+		SelfDriftFor:              time.Hour,
+		IostatWindow:              5 * time.Minute,
+		JobSelector:               `job="diskcanary"`,
+		TargetLabels:              []string{"job", "instance", "probe", "path", "device"},
+		CohortLabel:               "cohort",
+		RunbookBase:               "https://github.com/diskcanary/diskcanary/blob/main/docs/runbooks.md",
+	}
+}
+
+type stringList struct{ p *[]string }
+
+func (s stringList) String() string {
+	if s.p == nil {
+		return ""
+	}
+	return strings.Join(*s.p, ",")
+}
+func (s stringList) Set(v string) error { *s.p = strings.Split(v, ","); return nil }
+
+// RegisterFlags binds every parameter to a flag, defaulting to p's values.
+func (p *Params) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&p.FdatasyncSlow, "fdatasync.slow", p.FdatasyncSlow, "fdatasync p99 (15 m) warning threshold, the etcd guidance")
+	fs.DurationVar(&p.FdatasyncSlowFor, "fdatasync.slow-for", p.FdatasyncSlowFor, "for: of the fdatasync warning")
+	fs.DurationVar(&p.FdatasyncIncidentWarning, "fdatasync.incident-warning", p.FdatasyncIncidentWarning, "fdatasync p99 (5 m) incident warning (etcd-mixin)")
+	fs.DurationVar(&p.FdatasyncIncidentCritical, "fdatasync.incident-critical", p.FdatasyncIncidentCritical, "fdatasync p99 (5 m) incident critical (etcd-mixin)")
+	fs.DurationVar(&p.FdatasyncIncidentFor, "fdatasync.incident-for", p.FdatasyncIncidentFor, "for: of the incident alerts")
+	fs.DurationVar(&p.ReadSlow, "read.slow", p.ReadSlow, "random-read p99 (15 m) warning threshold")
+	fs.DurationVar(&p.ReadSlowFor, "read.slow-for", p.ReadSlowFor, "for: of the read warning")
+	fs.IntVar(&p.MinSamples, "min-samples", p.MinSamples, "samples needed behind a 15 m or 1 h p99")
+	fs.IntVar(&p.MinIncidentSamples, "min-incident-samples", p.MinIncidentSamples, "samples needed behind a 5 m p99 at incident levels")
+	fs.DurationVar(&p.StallFor, "stall-for", p.StallFor, "for: of the stalled-probe page")
+	fs.DurationVar(&p.ProbeFailingFor, "probe.failing-for", p.ProbeFailingFor, "for: of the probe-failing alert")
+	fs.DurationVar(&p.ProbeStaleAfter, "probe.stale-after", p.ProbeStaleAfter, "a probe without a completed cycle for this long is missing data")
+	fs.Float64Var(&p.SmartTemperatureCelsius, "smart.temperature", p.SmartTemperatureCelsius, "SMART temperature warning, °C")
+	fs.DurationVar(&p.SmartTemperatureFor, "smart.temperature-for", p.SmartTemperatureFor, "for: of the temperature alert")
+	fs.Float64Var(&p.WearWarning, "smart.wear-warning", p.WearWarning, "wear used ratio warning")
+	fs.Float64Var(&p.WearCritical, "smart.wear-critical", p.WearCritical, "wear used ratio critical")
+	fs.DurationVar(&p.SmartGrowthWindow, "smart.growth-window", p.SmartGrowthWindow, "window in which growing error counters alert")
+	fs.DurationVar(&p.SmartStaleAfter, "smart.stale-after", p.SmartStaleAfter, "SMART data older than this is stale")
+	fs.DurationVar(&p.SmartFailingFor, "smart.failing-for", p.SmartFailingFor, "for: of the SMART collection failing alert")
+	fs.DurationVar(&p.CollectorFailingFor, "collector.failing-for", p.CollectorFailingFor, "for: of the collector failing alert")
+	fs.DurationVar(&p.ExporterDownFor, "exporter.down-for", p.ExporterDownFor, "for: of the exporter down alert")
+	fs.Float64Var(&p.DriftFactor, "drift.factor", p.DriftFactor, "fleet drift: p99 above this many times the cohort median")
+	fs.DurationVar(&p.DriftFloor, "drift.floor", p.DriftFloor, "fleet drift: and above this absolute p99")
+	fs.IntVar(&p.DriftMinCohort, "drift.min-cohort", p.DriftMinCohort, "fleet drift: cohorts smaller than this never alert")
+	fs.DurationVar(&p.DriftFor, "drift.for", p.DriftFor, "for: of the fleet drift alerts")
+	fs.Float64Var(&p.SelfDriftFactor, "self-drift.factor", p.SelfDriftFactor, "self drift: 1 h p99 above this many times the same hour last week")
+	fs.DurationVar(&p.SelfDriftFloor, "self-drift.floor", p.SelfDriftFloor, "self drift: and above this absolute p99")
+	fs.DurationVar(&p.SelfDriftFor, "self-drift.for", p.SelfDriftFor, "for: of the self drift alerts")
+	fs.DurationVar(&p.IostatWindow, "iostat.window", p.IostatWindow, "rate window of the iostat recording rules")
+	fs.StringVar(&p.JobSelector, "job-selector", p.JobSelector, "label matchers selecting the diskcanary scrape job in up{}")
+	fs.Var(stringList{&p.TargetLabels}, "target-labels", "comma-separated labels that identify one probe target")
+	fs.StringVar(&p.CohortLabel, "cohort-label", p.CohortLabel, "target label naming a user-defined cohort (else: disk model)")
+	fs.StringVar(&p.RunbookBase, "runbook-base", p.RunbookBase, "URL of docs/runbooks.md; alerts link to #alertname")
+}
+
+// seconds renders a duration as a PromQL float of seconds.
+func seconds(d time.Duration) string { return num(d.Seconds()) }
+
+func num(f float64) string { return fmt.Sprintf("%g", f) }
+
+// promDuration renders a duration the way Prometheus writes it (15m, 1h, 30s).
+func promDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%(7*24*time.Hour) == 0:
+		return fmt.Sprintf("%dw", d/(7*24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	default:
+		return fmt.Sprintf("%dms", d/time.Millisecond)
+	}
+}
+
+// human renders a threshold for people: 10ms, 0.5s, 2ms.
+func human(d time.Duration) string {
+	if d < time.Second {
+		return num(float64(d)/float64(time.Millisecond)) + " ms"
+	}
+	return num(d.Seconds()) + " s"
+}

@@ -1,0 +1,425 @@
+package rulegen
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// RuleFile is a Prometheus rule file.
+type RuleFile struct {
+	Groups []Group `yaml:"groups"`
+}
+
+// Group is one rule group; rules in a group are evaluated in order, so a
+// rule may use the recording rules above it.
+type Group struct {
+	Name  string `yaml:"name"`
+	Rules []Rule `yaml:"rules"`
+}
+
+// Rule is a recording or an alerting rule.
+type Rule struct {
+	Record      string            `yaml:"record,omitempty"`
+	Alert       string            `yaml:"alert,omitempty"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
+}
+
+// latencyOp is one probe histogram.
+type latencyOp struct {
+	op     string // fdatasync, write, read
+	metric string // diskcanary_fdatasync_duration_seconds
+	title  string // for people: "fdatasync"
+}
+
+var latencyOps = []latencyOp{
+	{"fdatasync", "diskcanary_fdatasync_duration_seconds", "fdatasync"},
+	{"write", "diskcanary_write_duration_seconds", "write"},
+	{"read", "diskcanary_read_duration_seconds", "O_DIRECT random read"},
+}
+
+// Recording rule names, one place. Level "target" = one probe target
+// (TargetLabels), "device" = one block device of one instance, "cohort" =
+// (cohort, probe) across the fleet.
+func quantileRule(op string, q string, window string) string {
+	return fmt.Sprintf("target:diskcanary_%s_duration_seconds:%s_%s", op, q, window)
+}
+func samplesRule(op, window string) string {
+	return fmt.Sprintf("target:diskcanary_%s_duration_seconds:samples_%s", op, window)
+}
+func cohortTargetRule(op string) string {
+	return fmt.Sprintf("target_cohort:diskcanary_%s_duration_seconds:p99_15m", op)
+}
+func cohortMedianRule(op string) string {
+	return fmt.Sprintf("cohort:diskcanary_%s_duration_seconds:p99_15m_median", op)
+}
+func cohortMembersRule(op string) string {
+	return fmt.Sprintf("cohort:diskcanary_%s_duration_seconds:p99_15m_members", op)
+}
+
+const (
+	ruleCohortInfo     = "target:diskcanary_cohort:info"
+	ruleDiskModel      = "disk:diskcanary_disk_model:info"
+	ruleDeviceModel    = "device:diskcanary_disk_model:info"
+	cohortGrouping     = "cohort, probe"
+	physicalDiskLabels = "job, instance"
+)
+
+// iostatRule is one iostat column as a recording rule.
+type iostatRule struct {
+	column string // sysstat's column name
+	name   string // recording rule name without the window suffix
+	expr   func(w string) string
+}
+
+func iostatRuleName(name string, w time.Duration) string {
+	return fmt.Sprintf("device:diskcanary_disk_%s%s", name, promDuration(w))
+}
+
+// perIO is sysstat's "delta of a time (or size) counter / delta of the I/O
+// count", and 0 when there was no I/O (sysstat prints 0.00, not NaN).
+func perIO(num, den string) func(string) string {
+	return func(w string) string {
+		n := fmt.Sprintf("rate(%s[%s])", num, w)
+		d := fmt.Sprintf("rate(%s[%s])", den, w)
+		return fmt.Sprintf("%s / (%s > 0)\nor\n%s == 0", n, d, d)
+	}
+}
+
+func rate(metric string) func(string) string {
+	return func(w string) string { return fmt.Sprintf("rate(%s[%s])", metric, w) }
+}
+
+// iostatRules follow sysstat 12.x (rd_sec/wr_sec are bytes here; times are
+// seconds, where iostat prints ms; %util is a 0..1 ratio).
+var iostatRules = []iostatRule{
+	{"r/s", "reads_completed:rate", rate("diskcanary_disk_reads_completed_total")},
+	{"w/s", "writes_completed:rate", rate("diskcanary_disk_writes_completed_total")},
+	{"rrqm/s", "reads_merged:rate", rate("diskcanary_disk_reads_merged_total")},
+	{"wrqm/s", "writes_merged:rate", rate("diskcanary_disk_writes_merged_total")},
+	{"rkB/s", "read_bytes:rate", rate("diskcanary_disk_read_bytes_total")},
+	{"wkB/s", "written_bytes:rate", rate("diskcanary_disk_written_bytes_total")},
+	{"r_await", "read_await_seconds:rate", perIO("diskcanary_disk_read_time_seconds_total", "diskcanary_disk_reads_completed_total")},
+	{"w_await", "write_await_seconds:rate", perIO("diskcanary_disk_write_time_seconds_total", "diskcanary_disk_writes_completed_total")},
+	{"rareq-sz", "read_request_size_bytes:rate", perIO("diskcanary_disk_read_bytes_total", "diskcanary_disk_reads_completed_total")},
+	{"wareq-sz", "write_request_size_bytes:rate", perIO("diskcanary_disk_written_bytes_total", "diskcanary_disk_writes_completed_total")},
+	{"aqu-sz", "queue_size:rate", rate("diskcanary_disk_io_time_weighted_seconds_total")},
+	{"%util", "utilization:ratio_rate", rate("diskcanary_disk_io_time_seconds_total")},
+}
+
+// Rules builds the whole rule file.
+func Rules(p Params) RuleFile {
+	return RuleFile{Groups: []Group{
+		probeRecording(p),
+		cohortRecording(p),
+		iostatRecording(p),
+		probeAlerts(p),
+		smartAlerts(p),
+		collectionAlerts(p),
+		driftAlerts(p),
+	}}
+}
+
+func (p Params) target() string { return strings.Join(p.TargetLabels, ", ") }
+
+func probeRecording(p Params) Group {
+	g := Group{Name: "diskcanary.probe.recording"}
+	t := p.target()
+	for _, op := range latencyOps {
+		for _, w := range []string{"5m", "15m", "1h"} {
+			for _, q := range []struct{ name, q string }{{"p50", "0.5"}, {"p99", "0.99"}} {
+				if w == "1h" && q.name == "p50" {
+					continue
+				}
+				g.Rules = append(g.Rules, Rule{
+					Record: quantileRule(op.op, q.name, w),
+					Expr:   fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket[%s])))", q.q, t, op.metric, w),
+				})
+			}
+			g.Rules = append(g.Rules, Rule{
+				Record: samplesRule(op.op, w),
+				Expr:   fmt.Sprintf("sum by (%s) (increase(%s_count[%s]))", t, op.metric, w),
+			})
+		}
+		// The own baseline: the same hour last week, computed from the raw
+		// buckets so it works the moment the rules are loaded.
+		g.Rules = append(g.Rules,
+			Rule{
+				Record: quantileRule(op.op, "p99", "1h_offset1w"),
+				Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, le) (rate(%s_bucket[1h] offset 1w)))", t, op.metric),
+			},
+			Rule{
+				Record: samplesRule(op.op, "1h_offset1w"),
+				Expr:   fmt.Sprintf("sum by (%s) (increase(%s_count[1h] offset 1w))", t, op.metric),
+			})
+	}
+	return g
+}
+
+func cohortRecording(p Params) Group {
+	t := p.target()
+	c := p.CohortLabel
+	g := Group{Name: "diskcanary.cohort.recording"}
+	// A disk's model: diskstats' diskcanary_disk_info, else SMART's.
+	g.Rules = append(g.Rules, Rule{
+		Record: ruleDiskModel,
+		Expr: fmt.Sprintf(`max by (%[1]s, disk, model) (label_replace(diskcanary_disk_info{model!=""}, "disk", "$1", "device", "(.+)"))
+or on (%[1]s, disk)
+max by (%[1]s, disk, model) (label_replace(diskcanary_smart_device_info{model!=""}, "disk", "$1", "device", "(.+)"))`, physicalDiskLabels),
+	})
+	// A probe's device → the physical disk(s) under it → their model. A
+	// whole disk is its own parent; a device over disks of several models
+	// (dm/md over mixed disks) has no model cohort.
+	g.Rules = append(g.Rules, Rule{
+		Record: ruleDeviceModel,
+		Expr: fmt.Sprintf(`max by (%[1]s, device, model) (
+  (
+    max by (%[1]s, device, disk) (diskcanary_disk_parent_info)
+    or
+    max by (%[1]s, device, disk) (label_replace(%[2]s, "device", "$1", "disk", "(.+)"))
+  )
+  * on (%[1]s, disk) group_left (model)
+  %[2]s
+)
+and on (%[1]s, device)
+(count by (%[1]s, device) (max by (%[1]s, device, model) (
+  (
+    max by (%[1]s, device, disk) (diskcanary_disk_parent_info)
+    or
+    max by (%[1]s, device, disk) (label_replace(%[2]s, "device", "$1", "disk", "(.+)"))
+  )
+  * on (%[1]s, disk) group_left (model)
+  %[2]s
+)) == 1)`, physicalDiskLabels, ruleDiskModel),
+	})
+	// The cohort of a target: the user's label if the scrape target has
+	// one, else "model:<disk model>".
+	g.Rules = append(g.Rules, Rule{
+		Record: ruleCohortInfo,
+		Expr: fmt.Sprintf(`max by (%[1]s, cohort) (label_replace(diskcanary_probe_target_info{%[2]s!=""}, "cohort", "$1", %[3]q, "(.+)"))
+or on (%[1]s)
+max by (%[1]s, cohort) (
+  label_replace(
+    diskcanary_probe_target_info{%[2]s=""}
+    * on (%[4]s, device) group_left (model)
+    %[5]s,
+    "cohort", "model:$1", "model", "(.+)"
+  )
+)`, t, c, c, physicalDiskLabels, ruleDeviceModel),
+	})
+	for _, op := range latencyOps {
+		g.Rules = append(g.Rules,
+			Rule{
+				Record: cohortTargetRule(op.op),
+				Expr: fmt.Sprintf(`(%s and %s >= %d)
+* on (%s) group_left (cohort)
+%s`, quantileRule(op.op, "p99", "15m"), samplesRule(op.op, "15m"), p.MinSamples, t, ruleCohortInfo),
+			},
+			Rule{
+				Record: cohortMedianRule(op.op),
+				Expr:   fmt.Sprintf("quantile by (%s) (0.5, %s)", cohortGrouping, cohortTargetRule(op.op)),
+			},
+			Rule{
+				Record: cohortMembersRule(op.op),
+				Expr:   fmt.Sprintf("count by (%s) (%s)", cohortGrouping, cohortTargetRule(op.op)),
+			})
+	}
+	return g
+}
+
+func iostatRecording(p Params) Group {
+	g := Group{Name: "diskcanary.iostat.recording"}
+	w := promDuration(p.IostatWindow)
+	for _, r := range iostatRules {
+		g.Rules = append(g.Rules, Rule{Record: iostatRuleName(r.name, p.IostatWindow), Expr: r.expr(w)})
+	}
+	return g
+}
+
+// alert builds an alerting rule with the runbook link every alert carries.
+func (p Params) alert(name, severity string, expr string, forDur time.Duration, summary, description string) Rule {
+	r := Rule{
+		Alert:  name,
+		Expr:   expr,
+		Labels: map[string]string{"severity": severity},
+		Annotations: map[string]string{
+			"summary":     summary,
+			"description": description,
+			"runbook_url": p.RunbookBase + "#" + strings.ToLower(name),
+		},
+	}
+	if forDur > 0 {
+		r.For = promDuration(forDur)
+	}
+	return r
+}
+
+const onTarget = "{{ $labels.instance }} probe {{ $labels.probe }} ({{ $labels.path }} on {{ $labels.device }})"
+
+func probeAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.probe.alerts"}
+	g.Rules = append(g.Rules,
+		p.alert("DiskcanaryFdatasyncSlow", "warning",
+			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "15m"), seconds(p.FdatasyncSlow), samplesRule("fdatasync", "15m"), p.MinSamples),
+			p.FdatasyncSlowFor,
+			"fdatasync p99 above the etcd guidance of "+human(p.FdatasyncSlow),
+			"The 15-minute fdatasync p99 of "+onTarget+" is above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."),
+		p.alert("DiskcanaryFdatasyncVerySlow", "warning",
+			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentWarning), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
+			p.FdatasyncIncidentFor,
+			"fdatasync p99 at etcd incident level ("+human(p.FdatasyncIncidentWarning)+")",
+			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."),
+		p.alert("DiskcanaryFdatasyncCritical", "critical",
+			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentCritical), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
+			p.FdatasyncIncidentFor,
+			"fdatasync p99 above "+human(p.FdatasyncIncidentCritical),
+			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."),
+		p.alert("DiskcanaryReadSlow", "warning",
+			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("read", "p99", "15m"), seconds(p.ReadSlow), samplesRule("read", "15m"), p.MinSamples),
+			p.ReadSlowFor,
+			"O_DIRECT random-read p99 above "+human(p.ReadSlow),
+			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is above "+human(p.ReadSlow)+"."),
+		p.alert("DiskcanaryProbeStalled", "critical",
+			"diskcanary_probe_stalled == 1", p.StallFor,
+			"a disk I/O has been stuck past the stall threshold",
+			"Probe {{ $labels.probe }} on {{ $labels.instance }} has an I/O in flight past its stall threshold: the disk (or the filesystem above it) is hung."),
+		p.alert("DiskcanaryProbeFailing", "warning",
+			"diskcanary_probe_success == 0", p.ProbeFailingFor,
+			"a probe cannot measure its target",
+			"Every cycle of probe {{ $labels.probe }} on {{ $labels.instance }} has failed for "+promDuration(p.ProbeFailingFor)+"; diskcanary_probe_failures_total says why."),
+		p.alert("DiskcanaryProbeDataMissing", "warning",
+			fmt.Sprintf("time() - diskcanary_probe_last_run_timestamp_seconds > %s", seconds(p.ProbeStaleAfter)), 5*time.Minute,
+			"a probe has not completed a cycle",
+			"Probe {{ $labels.probe }} on {{ $labels.instance }} has not completed a cycle for more than "+promDuration(p.ProbeStaleAfter)+"."),
+		p.alert("DiskcanaryProbeTargetUntrusted", "info",
+			"diskcanary_probe_target_warning == 1", 0,
+			"a probe measures a filesystem that does not reach a disk",
+			"Probe {{ $labels.probe }} on {{ $labels.instance }} measures a target flagged {{ $labels.warning }}: its latency does not describe a disk."),
+	)
+	return g
+}
+
+func smartAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.smart.alerts"}
+	w := promDuration(p.SmartGrowthWindow)
+	on := "{{ $labels.device }} on {{ $labels.instance }}"
+	grow := func(name, metric, what string) Rule {
+		// Growth of a gauge: now above its lowest value in the window
+		// (a shrinking count, e.g. pending sectors remapped, never alerts).
+		return p.alert(name, "warning",
+			fmt.Sprintf("%s > min_over_time(%s[%s])", metric, metric, w), 0,
+			what+" growing",
+			what+" of "+on+" grew in the last "+w+".")
+	}
+	g.Rules = append(g.Rules,
+		p.alert("DiskcanarySmartUnhealthy", "critical",
+			"diskcanary_smart_healthy == 0", 0,
+			"SMART overall health says the disk is failing",
+			"The SMART overall-health self-assessment of "+on+" failed."),
+		p.alert("DiskcanarySmartMediaErrors", "warning",
+			fmt.Sprintf("increase(diskcanary_smart_media_errors_total[%s]) > 0", w), 0,
+			"media errors growing",
+			on+" logged new media errors in the last "+w+"."),
+		grow("DiskcanarySmartReallocatedSectors", "diskcanary_smart_reallocated_sectors", "Reallocated sectors"),
+		grow("DiskcanarySmartPendingSectors", "diskcanary_smart_pending_sectors", "Pending (unreadable) sectors"),
+		p.alert("DiskcanarySmartCriticalWarning", "critical",
+			"diskcanary_smart_critical_warning > 0", 0,
+			"NVMe critical warning {{ $labels.flag }}",
+			"The NVMe controller of "+on+" raised critical warning {{ $labels.flag }}."),
+		p.alert("DiskcanarySmartSpareLow", "critical",
+			"diskcanary_smart_available_spare_ratio < diskcanary_smart_available_spare_threshold_ratio", 0,
+			"available spare below the vendor threshold",
+			"The available spare of "+on+" is below the threshold its vendor set."),
+		p.alert("DiskcanarySmartWearHigh", "warning",
+			fmt.Sprintf("diskcanary_smart_wear_used_ratio > %s", num(p.WearWarning)), 0,
+			fmt.Sprintf("SSD wear above %g %%", p.WearWarning*100),
+			fmt.Sprintf("%s has used more than %g %% of its rated endurance.", on, p.WearWarning*100)),
+		p.alert("DiskcanarySmartWearCritical", "critical",
+			fmt.Sprintf("diskcanary_smart_wear_used_ratio > %s", num(p.WearCritical)), 0,
+			fmt.Sprintf("SSD wear above %g %%", p.WearCritical*100),
+			fmt.Sprintf("%s has used more than %g %% of its rated endurance: plan the replacement now.", on, p.WearCritical*100)),
+		p.alert("DiskcanarySmartTemperatureHigh", "warning",
+			fmt.Sprintf("diskcanary_smart_temperature_celsius > %s", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
+			fmt.Sprintf("disk temperature above %g °C", p.SmartTemperatureCelsius),
+			fmt.Sprintf("%s has been above %g °C for %s.", on, p.SmartTemperatureCelsius, promDuration(p.SmartTemperatureFor))),
+	)
+	return g
+}
+
+func collectionAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.collection.alerts"}
+	on := "{{ $labels.device }} on {{ $labels.instance }}"
+	g.Rules = append(g.Rules,
+		p.alert("DiskcanarySmartCollectionFailing", "warning",
+			"diskcanary_smart_collect_success == 0", p.SmartFailingFor,
+			"SMART cannot be read",
+			"Reading SMART from "+on+" has failed for "+promDuration(p.SmartFailingFor)+" (smartctl exit status in diskcanary_smartctl_exit_status)."),
+		p.alert("DiskcanarySmartStale", "warning",
+			fmt.Sprintf("time() - diskcanary_smart_last_success_timestamp_seconds > %s\nunless on (job, instance, device)\ndiskcanary_smart_standby == 1", seconds(p.SmartStaleAfter)), 5*time.Minute,
+			"SMART data is stale",
+			"The last successful SMART read of "+on+" is more than "+promDuration(p.SmartStaleAfter)+" old."),
+		p.alert("DiskcanarySmartctlTimeouts", "warning",
+			fmt.Sprintf("increase(diskcanary_smartctl_timeouts_total[%s]) > 0", promDuration(p.SmartGrowthWindow)), 0,
+			"smartctl is timing out",
+			"smartctl timed out on "+on+" in the last "+promDuration(p.SmartGrowthWindow)+"; a device that hangs smartctl often hangs I/O too."),
+		p.alert("DiskcanarySmartQuarantined", "warning",
+			"diskcanary_smart_quarantined == 1", 0,
+			"a device is quarantined from SMART reads",
+			on+" is quarantined after repeated smartctl timeouts: its SMART data is not refreshed."),
+		p.alert("DiskcanaryCollectorFailing", "warning",
+			"diskcanary_collector_success == 0", p.CollectorFailingFor,
+			"a diskcanary collector is failing",
+			"The {{ $labels.collector }} collector of {{ $labels.instance }} has failed every scrape for "+promDuration(p.CollectorFailingFor)+"."),
+		p.alert("DiskcanaryExporterDown", "warning",
+			fmt.Sprintf("up{%s} == 0", p.JobSelector), p.ExporterDownFor,
+			"diskcanary is down",
+			"Prometheus cannot scrape diskcanary on {{ $labels.instance }}: nothing on this node's disks is measured."),
+	)
+	return g
+}
+
+func driftAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.drift.alerts"}
+	t := p.target()
+	for _, op := range latencyOps {
+		if op.op == "write" {
+			continue // the write() lands in the page cache; fdatasync is the disk
+		}
+		title := strings.ToUpper(op.op[:1]) + op.op[1:]
+		g.Rules = append(g.Rules, p.alert("Diskcanary"+title+"FleetDrift", "warning",
+			fmt.Sprintf(`%[1]s
+> on (%[2]s) group_left ()
+(
+  %[3]s * %[4]s
+  and on (%[2]s)
+  %[5]s >= %[6]d
+)
+and
+%[1]s > %[7]s`, cohortTargetRule(op.op), cohortGrouping, num(p.DriftFactor), cohortMedianRule(op.op), cohortMembersRule(op.op), p.DriftMinCohort, seconds(p.DriftFloor)),
+			p.DriftFor,
+			op.title+" p99 far above its cohort",
+			fmt.Sprintf("The 15-minute %s p99 of %s is more than %g× the median of its cohort {{ $labels.cohort }} and above %s.", op.title, onTarget, p.DriftFactor, human(p.DriftFloor))))
+	}
+	for _, op := range latencyOps {
+		if op.op == "write" {
+			continue
+		}
+		title := strings.ToUpper(op.op[:1]) + op.op[1:]
+		g.Rules = append(g.Rules, p.alert("Diskcanary"+title+"SelfDrift", "warning",
+			fmt.Sprintf(`%[1]s > %[2]s * %[3]s
+and
+%[1]s > %[4]s
+and on (%[7]s)
+%[5]s >= %[8]d
+and on (%[7]s)
+%[6]s >= %[8]d`, quantileRule(op.op, "p99", "1h"), num(p.SelfDriftFactor), quantileRule(op.op, "p99", "1h_offset1w"), seconds(p.SelfDriftFloor),
+				samplesRule(op.op, "1h"), samplesRule(op.op, "1h_offset1w"), t, p.MinSamples),
+			p.SelfDriftFor,
+			op.title+" p99 far above the same hour last week",
+			fmt.Sprintf("The 1-hour %s p99 of %s is more than %g× the same hour last week and above %s.", op.title, onTarget, p.SelfDriftFactor, human(p.SelfDriftFloor))))
+	}
+	return g
+}

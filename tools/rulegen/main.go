@@ -1,0 +1,30 @@
+// Command rulegen writes diskcanary's rule file, promtool unit tests and
+// Grafana dashboards. Every threshold is a flag; with no flags it writes the
+// committed files (a test in internal/rulegen checks they are up to date).
+//
+//	go run ./tools/rulegen                       # rewrite alerts/ and dashboards/
+//	go run ./tools/rulegen -out /tmp/x -drift.factor 4
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/diskcanary/diskcanary/internal/rulegen"
+)
+
+func main() {
+	p := rulegen.Defaults()
+	p.RegisterFlags(flag.CommandLine)
+	out := flag.String("out", ".", "repository root to write alerts/ and dashboards/ under")
+	flag.Parse()
+	names, err := rulegen.Write(*out, p)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rulegen:", err)
+		os.Exit(1)
+	}
+	for _, n := range names {
+		fmt.Println(n)
+	}
+}
