@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/procfs/blockdevice"
 
 	"github.com/diskcanary/diskcanary/internal/blockdev"
@@ -70,7 +71,17 @@ type deviceStatic struct {
 	major, minor uint32
 	infoValues   []string // label values of diskcanary_disk_info after device
 	disks        []string // physical disks under the device
-	expires      time.Time
+	// included is the device filter's verdict. info and joins (the
+	// parent_info series whose disk passes the filter) never change between
+	// refreshes, so they are built once and sent as they are.
+	included bool
+	info     prometheus.Metric
+	joins    []prometheus.Metric
+	// device is the {device="NAME"} label pair every counter shares; built
+	// once so a scrape of a thousand disks does not sort and allocate
+	// twenty thousand label sets.
+	device  []*dto.LabelPair
+	expires time.Time
 	// ios is reads+writes completed at the last scrape: a decrease means
 	// the device was torn down and re-created under the same name.
 	ios uint64
@@ -162,16 +173,14 @@ func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
 		// The join series exists for every device whose disk is exported,
 		// even when the device itself is filtered out (a partition under
 		// the default filter), so a probe on sda1 still reaches sda.
-		for _, disk := range st.disks {
-			if c.included(disk) {
-				ch <- prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, name, disk)
-			}
+		for _, m := range st.joins {
+			ch <- m
 		}
-		if !c.included(name) {
+		if !st.included {
 			continue
 		}
-		c.emitCounters(ch, s)
-		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, append([]string{name}, st.infoValues...)...)
+		c.emitCounters(ch, s, st.device)
+		ch <- st.info
 	}
 	for name := range c.static {
 		if _, ok := seen[name]; !ok {
@@ -181,11 +190,10 @@ func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
 	return nil
 }
 
-func (c *diskstatsCollector) emitCounters(ch chan<- prometheus.Metric, s *blockdevice.Diskstats) {
+func (c *diskstatsCollector) emitCounters(ch chan<- prometheus.Metric, s *blockdevice.Diskstats, device []*dto.LabelPair) {
 	const ms = 0.001
-	name := s.DeviceName
 	counter := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, name)
+		ch <- &diskMetric{desc: d, labels: device, value: v}
 	}
 	counter(c.readsCompleted, float64(s.ReadIOs))
 	counter(c.readsMerged, float64(s.ReadMerges))
@@ -195,7 +203,7 @@ func (c *diskstatsCollector) emitCounters(ch chan<- prometheus.Metric, s *blockd
 	counter(c.writesMerged, float64(s.WriteMerges))
 	counter(c.writtenBytes, float64(s.WriteSectors)*diskSectorSize)
 	counter(c.writeTime, float64(s.WriteTicks)*ms)
-	ch <- prometheus.MustNewConstMetric(c.ioNow, prometheus.GaugeValue, float64(s.IOsInProgress), name)
+	ch <- &diskMetric{desc: c.ioNow, labels: device, gauge: true, value: float64(s.IOsInProgress)}
 	counter(c.ioTime, float64(s.IOsTotalTicks)*ms)
 	counter(c.ioTimeWeighted, float64(s.WeightedIOTicks)*ms)
 	if s.IoStatsCount >= diskstatsFieldsDiscard {
@@ -221,6 +229,14 @@ func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time) 
 		return st
 	}
 	st = c.readStatic(s.DeviceName, s.MajorNumber, s.MinorNumber)
+	st.included = c.included(s.DeviceName)
+	st.device = labelPairs("device", s.DeviceName)
+	for _, disk := range st.disks {
+		if c.included(disk) {
+			st.joins = append(st.joins, prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, s.DeviceName, disk))
+		}
+	}
+	st.info = prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, append([]string{s.DeviceName}, st.infoValues...)...)
 	st.ios = ios
 	st.expires = now.Add(staticRefresh + rand.N(staticRefresh/4))
 	c.static[s.DeviceName] = st
@@ -291,6 +307,37 @@ func vpdSerial(path string) string {
 		n = len(b) - 4
 	}
 	return strings.TrimSpace(strings.Trim(string(b[4:4+n]), "\x00"))
+}
+
+// labelPairs is the single-label set {name="value"}.
+func labelPairs(name, value string) []*dto.LabelPair {
+	return []*dto.LabelPair{{Name: &name, Value: &value}}
+}
+
+// diskMetric is a const counter or gauge whose label pairs are shared and
+// never modified; the dto value lives inside it, so emitting one costs a
+// single allocation (a thousand-disk scrape emits twenty thousand).
+type diskMetric struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair
+	gauge   bool
+	value   float64
+	counter dto.Counter
+	gaugeV  dto.Gauge
+}
+
+func (m *diskMetric) Desc() *prometheus.Desc { return m.desc }
+
+func (m *diskMetric) Write(out *dto.Metric) error {
+	out.Label = m.labels
+	if m.gauge {
+		m.gaugeV.Value = &m.value
+		out.Gauge = &m.gaugeV
+	} else {
+		m.counter.Value = &m.value
+		out.Counter = &m.counter
+	}
+	return nil
 }
 
 func u32(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

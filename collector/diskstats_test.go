@@ -124,9 +124,9 @@ func TestDiskstatsParentInfo(t *testing.T) {
 		"sda": {"sda"}, "sda1": {"sda"}, "sda2": {"sda"},
 		"sdb": {"sdb"}, "sdb1": {"sdb"},
 		"nvme0n1": {"nvme0n1"}, "nvme0n1p1": {"nvme0n1"},
-		"md0":  {"nvme0n1", "sdb"},
-		"dm-0": {"nvme0n1", "sda", "sdb"},
-		"dm-1": {"nvme0n1", "sda", "sdb"},
+		"md0":   {"nvme0n1", "sdb"},
+		"dm-0":  {"nvme0n1", "sda", "sdb"},
+		"dm-1":  {"nvme0n1", "sda", "sdb"},
 		"loop0": {"loop0"}, "ram0": {"ram0"},
 	}
 	require.Equal(t, want, pairs)
