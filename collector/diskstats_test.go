@@ -3,6 +3,7 @@ package collector
 import (
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,4 +208,25 @@ func TestDiskstatsStaticCache(t *testing.T) {
 	require.Equal(t, "NEW", modelOf())
 	now = now.Add(staticRefresh * 2)
 	require.Equal(t, "NEWER", modelOf(), "entries expire")
+}
+
+// The golden expositions pass promtool's metric lint (names, units, help).
+func TestDiskstatsGoldenLint(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (apt-get install prometheus): lint skipped")
+	}
+	files, err := filepath.Glob(filepath.Join(diskstatsFixtures, "*.prom"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		in, err := os.Open(f)
+		require.NoError(t, err)
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = in
+		out, err := cmd.CombinedOutput()
+		in.Close()
+		require.NoError(t, err, "%s: %s", f, out)
+		require.Empty(t, strings.TrimSpace(string(out)), f)
+	}
 }
