@@ -1,0 +1,258 @@
+package rulegen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
+)
+
+// expression is one PromQL query and where it comes from.
+type expression struct {
+	where, expr string
+	dashboard   bool
+}
+
+// grafanaVar matches $var, ${var} and ${var:format}.
+var grafanaVar = regexp.MustCompile(`\$\{?(\w+)(:\w+)?\}?`)
+
+// promqlOf turns a dashboard query into PromQL: Grafana's interval
+// variables become a duration, the others a label value.
+func promqlOf(q string) string {
+	return grafanaVar.ReplaceAllStringFunc(q, func(m string) string {
+		if strings.HasPrefix(m, "$__") || strings.HasPrefix(m, "${__") {
+			return "5m"
+		}
+		return "x"
+	})
+}
+
+var labelValues = regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`)
+
+// allExpressions reads the rules and dashboards as generated with the
+// default parameters (the committed files, see TestCommittedFilesAreGenerated).
+func allExpressions(t *testing.T) []expression {
+	p := Defaults()
+	var out []expression
+	for _, g := range Rules(p).Groups {
+		for _, r := range g.Rules {
+			out = append(out, expression{where: "rule " + r.Record + r.Alert, expr: r.Expr})
+		}
+	}
+	for name, d := range Dashboards(p) {
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			m := labelValues.FindStringSubmatch(v.Definition)
+			if m == nil {
+				t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", name, v.Name, v.Definition)
+				continue
+			}
+			out = append(out, expression{where: name + " variable " + v.Name, expr: promqlOf(m[1]), dashboard: true})
+		}
+		for _, panel := range d.Panels {
+			for _, tg := range panel.Targets {
+				out = append(out, expression{where: fmt.Sprintf("%s panel %q %s", name, panel.Title, tg.RefID), expr: promqlOf(tg.Expr), dashboard: true})
+			}
+		}
+	}
+	return out
+}
+
+// metricNames returns the metric names an expression selects.
+func metricNames(e parser.Expr) []string {
+	var names []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		name := vs.Name
+		for _, m := range vs.LabelMatchers {
+			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+				name = m.Value
+			}
+		}
+		names = append(names, name)
+		return nil
+	})
+	return names
+}
+
+func parseAll(t *testing.T) map[string][]string {
+	t.Helper()
+	p := parser.NewParser(parser.Options{})
+	used := map[string][]string{} // metric → where
+	for _, e := range allExpressions(t) {
+		ast, err := p.ParseExpr(e.expr)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", e.where, err, e.expr)
+			continue
+		}
+		for _, n := range metricNames(ast) {
+			if n == "" {
+				t.Errorf("%s: a selector without a metric name", e.where)
+				continue
+			}
+			used[n] = append(used[n], e.where)
+		}
+	}
+	return used
+}
+
+// TestExpressionsParse: every rule and dashboard query parses with the
+// Prometheus PromQL parser.
+func TestExpressionsParse(t *testing.T) {
+	used := parseAll(t)
+	if len(used) < 40 {
+		t.Fatalf("only %d metric names found in the expressions", len(used))
+	}
+	// And every recording rule the dashboards and alerts read is defined
+	// before... anywhere in the file.
+	recorded := recordedNames()
+	for name, where := range used {
+		if strings.Contains(name, ":") && !recorded[name] {
+			t.Errorf("%s reads recording rule %s, which no rule defines", where[0], name)
+		}
+	}
+}
+
+func recordedNames() map[string]bool {
+	out := map[string]bool{}
+	for _, g := range Rules(Defaults()).Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				out[r.Record] = true
+			}
+		}
+	}
+	return out
+}
+
+// notDiskcanary are the series the rules and dashboards read that other
+// software exports: Prometheus' own `up` (exporter-down alert) and etcd's
+// latency histograms (etcd readiness dashboard, shown beside diskcanary's).
+var notDiskcanary = map[string]string{
+	"up": "Prometheus: scrape health of the diskcanary job",
+	"etcd_disk_wal_fsync_duration_seconds_bucket":      "etcd: shown beside diskcanary's fdatasync p99",
+	"etcd_disk_backend_commit_duration_seconds_bucket": "etcd: shown beside diskcanary's fdatasync p99",
+}
+
+// notLiveHere would list diskcanary series that exist only after an event
+// a short live run cannot produce. It is empty: the live run below makes
+// every series the rules and dashboards read appear (a probe that always
+// fails for failures_total{reason}; SMART through the project's fake
+// smartctl replaying real smartctl --json output of an ATA and an NVMe
+// device, which also emits the standby, quarantine and timeout series).
+// Add a name here only with the reason it cannot be live.
+var notLiveHere = map[string]string{}
+
+// TestExpressionsUseLiveMetrics: every metric name in the rules and
+// dashboards is a recording rule, or a metric family a running `diskcanary
+// serve` exports on /metrics (probes on a temp dir, one broken probe, SMART
+// through the project's fake smartctl answering with real smartctl --json
+// fixtures), or one of the two short documented lists above.
+func TestExpressionsUseLiveMetrics(t *testing.T) {
+	used := parseAll(t)
+	bin := buildDiskcanary(t)
+	fake := smarttest.Install(t, smarttest.FakeConfig{
+		Scan: []map[string]string{{"name": "/dev/sda", "type": "sat", "protocol": "ATA"}, {"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}},
+		Devices: map[string]smarttest.FakeDevice{
+			"/dev/sda":   {Fixture: smarttest.Fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
+			"/dev/nvme0": {Fixture: smarttest.Fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")},
+		},
+	})
+	dir := t.TempDir()
+	// The broken probe wants 1000 TB free: every cycle fails (low_space),
+	// so diskcanary_probe_failures_total{reason} exists.
+	cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
+	writeFile(t, cfg, fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %[1]s, interval: 1s, ops: 20, min_free: 1MiB}
+    - {name: randread, kind: randread, dir: %[1]s, interval: 1s, ops: 20, working_set: 4MiB, min_free: 1MiB}
+    - {name: broken, kind: wal, dir: %[1]s, interval: 1s, ops: 1, min_free: 1000TB}
+smart:
+  smartctl: %[2]s
+`, dir, fake))
+	d := startServe(t, bin, "--config.file", cfg)
+	want := []string{"diskcanary_fdatasync_duration_seconds", "diskcanary_read_duration_seconds",
+		"diskcanary_probe_failures_total", "diskcanary_disk_reads_completed_total",
+		"diskcanary_smart_healthy", "diskcanary_smart_reallocated_sectors", "diskcanary_smart_critical_warning", "diskcanary_smart_available_spare_ratio"}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		fams = scrape(t, d.url)
+		missing := ""
+		for _, w := range want {
+			if fams[w] == nil {
+				missing = w
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s /metrics still lacks %s", missing)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	live := map[string]bool{}
+	for name, f := range fams {
+		live[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			live[name+"_bucket"], live[name+"_count"], live[name+"_sum"] = true, true, true
+		}
+	}
+	recorded := recordedNames()
+	var names []string
+	for n := range used {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	liveCount := 0
+	for _, n := range names {
+		switch {
+		case recorded[n], notDiskcanary[n] != "":
+		case live[n]:
+			liveCount++
+		case notLiveHere[n] != "":
+		default:
+			t.Errorf("%s (used by %s) is neither on a live diskcanary /metrics nor a recording rule", n, used[n][0])
+		}
+	}
+	for n := range notLiveHere {
+		if live[n] {
+			t.Errorf("%s is live now: drop it from notLiveHere", n)
+		}
+	}
+	t.Logf("%d metric names used: %d live on /metrics, %d recording rules, %d allowlisted (%d not live here, %d not diskcanary's)",
+		len(names), liveCount, countIn(names, recorded), len(notLiveHere)+len(notDiskcanary), len(notLiveHere), len(notDiskcanary))
+}
+
+func countIn(names []string, set map[string]bool) int {
+	n := 0
+	for _, x := range names {
+		if set[x] {
+			n++
+		}
+	}
+	return n
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
