@@ -1,0 +1,6 @@
+// Package deploy holds diskcanary's installation artefacts and the tests that
+// keep them honest: the Dockerfile (at the repository root) parsed with
+// BuildKit's parser, the Kubernetes manifests decoded strictly with the
+// k8s.io/api types, and the systemd unit checked with systemd-analyze.
+// deploy/build.sh is the one way to build a release binary.
+package deploy
