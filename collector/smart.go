@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,6 +15,17 @@ import (
 // so a hung disk can never hold up a scrape.
 type smartPart struct {
 	runner *smart.Runner
+
+	mu sync.Mutex
+	// cache holds each device's const metrics, rebuilt only when the runner
+	// has a new result: a scrape re-sends immutable metrics and allocates
+	// next to nothing however many disks and attributes there are.
+	cache map[string]smartCached
+}
+
+type smartCached struct {
+	gen     uint64
+	metrics []prometheus.Metric
 }
 
 func newSmartPart(o Options) (Part, error) {
@@ -22,7 +34,7 @@ func newSmartPart(o Options) (Part, error) {
 	for _, d := range c.Devices {
 		targets = append(targets, smart.Target{Name: d.Name, Type: d.Type})
 	}
-	return &smartPart{runner: smart.NewRunner(smart.RunnerConfig{
+	return &smartPart{cache: map[string]smartCached{}, runner: smart.NewRunner(smart.RunnerConfig{
 		Smartctl:       c.Smartctl,
 		Interval:       c.Interval,
 		Timeout:        c.Timeout,
@@ -41,7 +53,29 @@ func newSmartPart(o Options) (Part, error) {
 func (p *smartPart) Run(ctx context.Context) { p.runner.Run(ctx) }
 
 func (p *smartPart) Update(ch chan<- prometheus.Metric) error {
-	emitSmartStatus(ch, p.runner.Status())
+	s := p.runner.Status()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	emitSmartRunner(ch, s)
+	seen := make(map[string]bool, len(s.Devices))
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		seen[d.Label] = true
+		c, ok := p.cache[d.Label]
+		if !ok || c.gen != d.Generation {
+			c = smartCached{gen: d.Generation, metrics: appendSmartDevice(c.metrics[:0], d)}
+			p.cache[d.Label] = c
+		}
+		for _, m := range c.metrics {
+			ch <- m
+		}
+	}
+	// A vanished device's series go with it.
+	for label := range p.cache {
+		if !seen[label] {
+			delete(p.cache, label)
+		}
+	}
 	return nil
 }
 
@@ -91,30 +125,37 @@ var (
 		"1 when smartctl failed for lack of this capability (CAP_SYS_RAWIO for ATA/SCSI, CAP_SYS_ADMIN for NVMe).", "capability")
 )
 
-func emitSmartStatus(ch chan<- prometheus.Metric, s smart.Status) {
+// emitSmartRunner sends the runner's own series.
+func emitSmartRunner(ch chan<- prometheus.Metric, s smart.Status) {
 	ch <- prometheus.MustNewConstMetric(smartctlAvailableDesc, prometheus.GaugeValue, smartBool(s.SmartctlFound))
-	if !s.SmartctlFound {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(smartScanSuccessDesc, prometheus.GaugeValue, smartBool(s.ScanSuccess))
-	for i := range s.Devices {
-		emitSmartDevice(ch, &s.Devices[i])
+	if s.SmartctlFound {
+		ch <- prometheus.MustNewConstMetric(smartScanSuccessDesc, prometheus.GaugeValue, smartBool(s.ScanSuccess))
 	}
 }
 
-// emitSmartDevice sends one device's series. Values the device did not
+// emitSmartStatus sends everything for a status without caching (tests).
+func emitSmartStatus(ch chan<- prometheus.Metric, s smart.Status) {
+	emitSmartRunner(ch, s)
+	for i := range s.Devices {
+		for _, m := range appendSmartDevice(nil, &s.Devices[i]) {
+			ch <- m
+		}
+	}
+}
+
+// appendSmartDevice builds one device's series. Values the device did not
 // report are left out, never sent as 0.
-func emitSmartDevice(ch chan<- prometheus.Metric, d *smart.DeviceState) {
+func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheus.Metric {
 	dev := d.Label
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{dev}, labels...)...)
+		ms = append(ms, prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{dev}, labels...)...))
 	}
 	counter := func(desc *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, dev)
+		ms = append(ms, prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, dev))
 	}
 	opt := func(desc *prometheus.Desc, v *float64, kind prometheus.ValueType) {
 		if v != nil {
-			ch <- prometheus.MustNewConstMetric(desc, kind, *v, dev)
+			ms = append(ms, prometheus.MustNewConstMetric(desc, kind, *v, dev))
 		}
 	}
 
@@ -137,7 +178,7 @@ func emitSmartDevice(ch chan<- prometheus.Metric, d *smart.DeviceState) {
 
 	r := d.Result
 	if r == nil {
-		return
+		return ms
 	}
 	gauge(smartInfoDesc, 1, r.Protocol, d.Target.Type, r.Model, r.Serial, r.Firmware, r.WWN)
 	h := &r.Health
@@ -170,6 +211,7 @@ func emitSmartDevice(ch chan<- prometheus.Metric, d *smart.DeviceState) {
 			}
 		}
 	}
+	return ms
 }
 
 func smartBool(b bool) float64 {

@@ -63,4 +63,3 @@ func FuzzParse(f *testing.F) {
 		_ = rep.Signals()
 	})
 }
-

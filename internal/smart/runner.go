@@ -72,6 +72,9 @@ type DeviceState struct {
 	// MissingCapability names the capability (CAP_SYS_RAWIO, CAP_SYS_ADMIN)
 	// whose absence made the last run fail, if that is why it failed.
 	MissingCapability string
+	// Generation changes whenever the state does, so a reader can cache
+	// what it builds from it.
+	Generation uint64
 }
 
 // Status is the runner's own state.
@@ -365,6 +368,7 @@ func (r *Runner) args(d *device) []string {
 // record folds one run into the device state. Caller holds r.mu.
 func (r *Runner) record(d *device, out execResult, now time.Time) {
 	st := &d.state
+	st.Generation++
 	prevErrs := strings.Join(st.Errors, "; ")
 	defer func() {
 		// Log a device's errors when they change, not on every run.

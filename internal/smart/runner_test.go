@@ -426,3 +426,36 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// TestRunnerDiscoveryFromRealScan drives discovery with a real
+// `smartctl --scan` output: a megaraid controller whose seven disks share
+// one device node and must each get a run with their own -d type.
+func TestRunnerDiscoveryFromRealScan(t *testing.T) {
+	sat := fixture("megaraid-sat-hdd-disk1-reallocated-387-rc4-v7.1-scrutiny.json")
+	fake := smarttest.FakeConfig{ScanFixture: fixture("scan-megaraid-10dev-v7.1-telegraf.json"), Devices: map[string]smarttest.FakeDevice{
+		"/dev/sda": {Fixture: sat}, "/dev/sdb": {Fixture: sat}, "/dev/sdc": {Fixture: sat}, "/dev/bus/6": {Fixture: sat},
+	}}
+	rig := newFakeRig(t, fake, RunnerConfig{Scan: true, Concurrency: 4})
+	rig.start()
+	for _, l := range []string{"sda", "sdb", "sdc", "bus/6:megaraid,8", "bus/6:megaraid,14"} {
+		rig.waitFor(l, 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
+	}
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, d := range rig.runner.Status().Devices {
+			if d.Success {
+				n++
+			}
+		}
+		return n == 10
+	}, 10*time.Second, 20*time.Millisecond)
+	rig.stop()
+	types := map[string]bool{}
+	for _, r := range readRuns(t, rig.cfg.Log) {
+		if r.dev == "/dev/bus/6" {
+			i := strings.Index(r.args, "--device=")
+			require.GreaterOrEqual(t, i, 0, r.args)
+			types[strings.Fields(r.args[i:])[0]] = true
+		}
+	}
+	require.Len(t, types, 7, "one -d megaraid,N per disk behind the controller")
+}

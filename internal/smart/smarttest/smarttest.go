@@ -25,8 +25,10 @@ type FakeDevice struct {
 
 // FakeConfig is the whole fake: what --scan-open lists and how each device answers.
 type FakeConfig struct {
-	Scan    []map[string]string   `json:"scan"`
-	Devices map[string]FakeDevice `json:"devices"`
+	Scan []map[string]string `json:"scan"`
+	// ScanFixture, when set, is a saved `smartctl --scan` file printed instead of Scan.
+	ScanFixture string                `json:"scan_fixture,omitempty"`
+	Devices     map[string]FakeDevice `json:"devices"`
 	// Log receives "start NAME UNIXNANO ARGS" / "end NAME UNIXNANO" lines.
 	Log string `json:"log,omitempty"`
 	// PIDFile receives "PID CHILDPID" of every hanging run.

@@ -25,10 +25,11 @@ type device struct {
 }
 
 type config struct {
-	Scan    []map[string]string `json:"scan"`
-	Devices map[string]device   `json:"devices"`
-	Log     string              `json:"log"`
-	PIDFile string              `json:"pidfile"`
+	Scan        []map[string]string `json:"scan"`
+	ScanFixture string              `json:"scan_fixture"`
+	Devices     map[string]device   `json:"devices"`
+	Log         string              `json:"log"`
+	PIDFile     string              `json:"pidfile"`
 }
 
 func main() {
@@ -47,6 +48,15 @@ func main() {
 	}
 	args := os.Args[1:]
 	for _, a := range args {
+		if (a == "--scan-open" || a == "--scan") && c.ScanFixture != "" {
+			data, err := os.ReadFile(c.ScanFixture)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "fakesmartctl:", err)
+				os.Exit(1)
+			}
+			os.Stdout.Write(data)
+			return
+		}
 		if a == "--scan-open" || a == "--scan" {
 			out, _ := json.Marshal(map[string]any{
 				"json_format_version": []int{1, 0},
