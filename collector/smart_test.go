@@ -364,3 +364,40 @@ func BenchmarkSmartParseAndMetrics(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSmartScrape24 is one scrape's cost for 24 disks (8 each of ATA,
+// NVMe, SCSI) once their results are in: what a Prometheus scrape pays.
+func BenchmarkSmartScrape24(b *testing.B) {
+	files := []string{
+		"ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json",
+		"nvme-pct-used-51-spare-93-smartctl-exporter.json",
+		"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json",
+	}
+	fake := smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{}}
+	var targets []smart.Target
+	for i := range 24 {
+		name := "/dev/sd" + string(rune('a'+i))
+		fake.Devices[name] = smarttest.FakeDevice{Fixture: smarttest.Fixture(files[i%3])}
+		targets = append(targets, smart.Target{Name: name})
+	}
+	bin := smarttest.Install(b, fake)
+	r := smart.NewRunner(smart.RunnerConfig{Smartctl: bin, Interval: time.Hour, Timeout: 10 * time.Second, Concurrency: 4})
+	st, err := r.CollectOnce(context.Background(), targets)
+	if err != nil || len(st.Devices) != 24 {
+		b.Fatalf("collect: %v, %d devices", err, len(st.Devices))
+	}
+	p := &smartPart{runner: r, cache: map[string]smartCached{}}
+	ch := make(chan prometheus.Metric, 4096)
+	series := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Update(ch); err != nil {
+			b.Fatal(err)
+		}
+		series = len(ch)
+		for len(ch) > 0 {
+			<-ch
+		}
+	}
+	b.ReportMetric(float64(series), "series")
+}
