@@ -236,7 +236,13 @@ func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time) 
 			st.joins = append(st.joins, prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, s.DeviceName, disk))
 		}
 	}
-	st.info = prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, append([]string{s.DeviceName}, st.infoValues...)...)
+	values := []string{s.DeviceName}
+	for _, v := range st.infoValues {
+		// sysfs strings come from device firmware: a byte that is not
+		// UTF-8 would make the const metric panic mid-scrape.
+		values = append(values, strings.ToValidUTF8(v, "\uFFFD"))
+	}
+	st.info = prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, values...)
 	st.ios = ios
 	st.expires = now.Add(staticRefresh + rand.N(staticRefresh/4))
 	c.static[s.DeviceName] = st

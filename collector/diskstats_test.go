@@ -230,3 +230,25 @@ func TestDiskstatsGoldenLint(t *testing.T) {
 		require.Empty(t, strings.TrimSpace(string(out)), f)
 	}
 }
+
+// Firmware strings that are not UTF-8 are repaired, not a scrape panic.
+func TestDiskstatsInvalidUTF8Model(t *testing.T) {
+	sys, proc := t.TempDir(), t.TempDir()
+	model := filepath.Join(sys, "block/sdx/device/model")
+	require.NoError(t, os.MkdirAll(filepath.Dir(model), 0o755))
+	require.NoError(t, os.WriteFile(model, []byte("BAD\xffNAME\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "diskstats"), []byte("8 0 sdx 10 0 80 1 0 0 0 0 0 1 1\n"), 0o644))
+	part, err := newDiskstatsPart(Options{Config: &config.Config{ProcFS: proc, SysFS: sys}})
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(partCollector{part})
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "diskcanary_disk_info" {
+			require.Equal(t, "BAD\uFFFDNAME", label(mf.GetMetric()[0], "model"))
+			return
+		}
+	}
+	t.Fatal("no diskcanary_disk_info")
+}
