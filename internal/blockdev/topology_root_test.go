@@ -1,0 +1,67 @@
+package blockdev
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// On the running kernel's sysfs: a partitioned loop device's partition
+// resolves to the loop device (the /sys/class/block symlink layout, not a
+// fixture's). dm and md need kernel modules this test cannot count on; the
+// fixture tree covers them.
+func TestPartitionOnRealSysfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for losetup; run the tests as root")
+	}
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("needs losetup (util-linux)")
+	}
+	img := filepath.Join(t.TempDir(), "disk.img")
+	f, err := os.Create(img)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(64<<20))
+	// A one-entry MBR: partition 1, type 0x83, LBA 2048, 32 MiB.
+	mbr := make([]byte, 512)
+	entry := mbr[446:462]
+	entry[4] = 0x83
+	binary.LittleEndian.PutUint32(entry[8:], 2048)
+	binary.LittleEndian.PutUint32(entry[12:], 65536)
+	mbr[510], mbr[511] = 0x55, 0xaa
+	_, err = f.WriteAt(mbr, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	out, err := exec.Command("losetup", "--find", "--show", "--partscan", img).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", loop).Run() })
+	disk := filepath.Base(loop)
+	part := disk + "p1"
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join("/sys/class/block", part)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			// Minimal kernels (e.g. Firecracker's) build without MBR
+			// partition support; the fixture tree still covers partitions.
+			t.Skipf("the kernel did not create %s from an MBR partition table (no msdos partition support?)", part)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	got, isPart := WholeDisk("/sys", part)
+	require.True(t, isPart)
+	require.Equal(t, disk, got)
+	require.Equal(t, []string{disk}, PhysicalDisks("/sys", part))
+	require.Equal(t, []string{disk}, PhysicalDisks("/sys", disk))
+	_, isPart = WholeDisk("/sys", disk)
+	require.False(t, isPart)
+}
