@@ -23,8 +23,8 @@ type expression struct {
 	dashboard   bool
 }
 
-// grafanaVar matches $var, ${var} and ${var:format}.
-var grafanaVar = regexp.MustCompile(`\$\{?(\w+)(:\w+)?\}?`)
+// grafanaVar matches $var, ${var} and ${var:format} (not label_replace's $1).
+var grafanaVar = regexp.MustCompile(`\$\{?([A-Za-z_]\w*)(:\w+)?\}?`)
 
 // promqlOf turns a dashboard query into PromQL: Grafana's interval
 // variables become a duration, the others a label value.

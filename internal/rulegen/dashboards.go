@@ -214,11 +214,14 @@ func fleetDashboard(p Params) *Dashboard {
 	d.queryVar("probe", "Probe", "label_values("+ruleCohortInfo+"{job=~\"$job\"}, probe)", false)
 	l := &layout{}
 	sel := `{job=~"$job"}`
-	csel := `{job=~"$job", cohort=~"$cohort", probe="$probe"}`
+	// Targets of the chosen cohorts, and the cohort-level series (which have
+	// no job or instance: they aggregate across them).
+	tsel := `{job=~"$job", cohort=~"$cohort", probe="$probe"}`
+	csel := `{cohort=~"$cohort", probe="$probe"}`
 	l.row(d, "Now")
 	l.add(d, stat("Stalled targets", "none", q{fmt.Sprintf(`count(diskcanary_probe_stalled%s == 1) or vector(0)`, sel), ""}), 4, 4)
 	l.add(d, stat("Targets over the etcd bar (fdatasync p99 15m)", "none", q{fmt.Sprintf(`count(%s%s > %s) or vector(0)`, quantileRule("fdatasync", "p99", "15m"), sel, seconds(p.FdatasyncSlow)), ""}), 5, 4)
-	l.add(d, stat("Fleet-drift outliers", "none", q{fmt.Sprintf(`count(%s) or vector(0)`, driftRatio(p, "fdatasync", csel, ">= "+num(p.DriftFactor))), ""}), 5, 4)
+	l.add(d, stat("Fleet-drift outliers", "none", q{fmt.Sprintf("count(\n  %s\n  and\n  %s%s > %s\n) or vector(0)", driftRatio(p, "fdatasync", tsel, csel, "> "+num(p.DriftFactor)), cohortTargetRule("fdatasync"), tsel, seconds(p.DriftFloor)), ""}), 5, 4)
 	l.add(d, stat("SMART healthy / failing", "none",
 		q{fmt.Sprintf(`count(diskcanary_smart_healthy%s == 1) or vector(0)`, sel), "healthy"},
 		q{fmt.Sprintf(`count(diskcanary_smart_healthy%s == 0) or vector(0)`, sel), "failing"}), 5, 4)
@@ -228,13 +231,13 @@ func fleetDashboard(p Params) *Dashboard {
 	l.add(d, withUnit(table("Worst targets by fdatasync p99 (15m)",
 		q{fmt.Sprintf(`topk(15, %s%s)`, quantileRule("fdatasync", "p99", "15m"), sel), ""}), "s"), 12, 9)
 	l.add(d, table("Drift: p99 ÷ cohort median (fdatasync, 15m)",
-		q{fmt.Sprintf(`topk(15, %s)`, driftRatio(p, "fdatasync", csel, "")), ""}), 12, 9)
+		q{fmt.Sprintf(`topk(15, %s)`, driftRatio(p, "fdatasync", tsel, csel, "")), ""}), 12, 9)
 	band := func(op string) Panel {
 		return withLine(timeseries(fmt.Sprintf("%s p99 against its cohort band (p10 / p50 / p90 of peers)", op), "s",
-			q{fmt.Sprintf(`quantile by (cohort) (0.1, %s%s)`, cohortTargetRule(op), csel), "p10 {{cohort}}"},
-			q{fmt.Sprintf(`quantile by (cohort) (0.5, %s%s)`, cohortTargetRule(op), csel), "p50 {{cohort}}"},
-			q{fmt.Sprintf(`quantile by (cohort) (0.9, %s%s)`, cohortTargetRule(op), csel), "p90 {{cohort}}"},
-			q{fmt.Sprintf("%s%s\n> on (cohort, probe) group_left ()\n(%s * %s%s)", cohortTargetRule(op), csel, num(p.DriftFactor), cohortMedianRule(op), csel), "outlier {{instance}} {{path}}"}),
+			q{fmt.Sprintf(`quantile by (cohort) (0.1, %s%s)`, cohortTargetRule(op), tsel), "p10 {{cohort}}"},
+			q{fmt.Sprintf(`quantile by (cohort) (0.5, %s%s)`, cohortTargetRule(op), tsel), "p50 {{cohort}}"},
+			q{fmt.Sprintf(`quantile by (cohort) (0.9, %s%s)`, cohortTargetRule(op), tsel), "p90 {{cohort}}"},
+			q{fmt.Sprintf("%s%s\n> on (cohort, probe) group_left ()\n(%s * %s%s)", cohortTargetRule(op), tsel, num(p.DriftFactor), cohortMedianRule(op), csel), "outlier {{instance}} {{path}}"}),
 			p.FdatasyncSlow.Seconds(), "red")
 	}
 	l.add(d, band("fdatasync"), 12, 9)
@@ -257,8 +260,8 @@ func fleetDashboard(p Params) *Dashboard {
 
 // driftRatio is a target's p99 over its cohort median, for cohorts large
 // enough to alert on; cmp optionally filters it.
-func driftRatio(p Params, op, sel, cmp string) string {
-	e := fmt.Sprintf("%s%s\n/ on (cohort, probe) group_left ()\n(%s%s and on (cohort, probe) %s >= %d)", cohortTargetRule(op), sel, cohortMedianRule(op), sel, cohortMembersRule(op), p.DriftMinCohort)
+func driftRatio(p Params, op, tsel, csel, cmp string) string {
+	e := fmt.Sprintf("%s%s\n/ on (cohort, probe) group_left ()\n(%s%s and on (cohort, probe) %s >= %d)", cohortTargetRule(op), tsel, cohortMedianRule(op), csel, cohortMembersRule(op), p.DriftMinCohort)
 	if cmp != "" {
 		e = "(" + e + ") " + cmp
 	}
@@ -338,7 +341,7 @@ func etcdDashboard(p Params) *Dashboard {
 	ti := `{job="$job", instance=~"$instance"}`
 	l.row(d, "The etcd bar: WAL fdatasync p99 < "+human(p.FdatasyncSlow))
 	l.add(d, stat("WAL targets meeting the bar (15m p99)", "percentunit",
-		q{fmt.Sprintf("count(%[1]s%[2]s <= %[3]s)\n/\ncount(%[1]s%[2]s)", quantileRule("fdatasync", "p99", "15m"), ti, seconds(p.FdatasyncSlow)), ""}), 6, 5)
+		q{fmt.Sprintf("(count(%[1]s%[2]s <= %[3]s) or vector(0))\n/\ncount(%[1]s%[2]s)", quantileRule("fdatasync", "p99", "15m"), ti, seconds(p.FdatasyncSlow)), ""}), 6, 5)
 	l.add(d, stat("Worst fdatasync p99 (15m)", "s", q{fmt.Sprintf(`max(%s%s)`, quantileRule("fdatasync", "p99", "15m"), ti), ""}), 6, 5)
 	l.add(d, stat("Samples behind the p99 (15m, fewest)", "none", q{fmt.Sprintf(`min(%s%s)`, samplesRule("fdatasync", "15m"), ti), ""}), 6, 5)
 	l.add(d, stat("Stalled WAL targets", "none", q{fmt.Sprintf(`count(diskcanary_probe_stalled%s == 1) or vector(0)`, ti), ""}), 6, 5)
