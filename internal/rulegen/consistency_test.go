@@ -70,51 +70,69 @@ func allExpressions(t *testing.T) []expression {
 	return out
 }
 
-// metricNames returns the metric names an expression selects.
-func metricNames(e parser.Expr) []string {
-	var names []string
+// selector is one metric an expression selects and the labels it matches on.
+type selector struct {
+	name   string
+	labels []string
+}
+
+// selectors returns the metrics an expression selects.
+func selectors(e parser.Expr) []selector {
+	var out []selector
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
 		vs, ok := n.(*parser.VectorSelector)
 		if !ok {
 			return nil
 		}
-		name := vs.Name
+		sel := selector{name: vs.Name}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
-				name = m.Value
+			if m.Name == labels.MetricName {
+				if m.Type == labels.MatchEqual {
+					sel.name = m.Value
+				}
+				continue
 			}
+			sel.labels = append(sel.labels, m.Name)
 		}
-		names = append(names, name)
+		out = append(out, sel)
 		return nil
 	})
-	return names
+	return out
 }
 
-func parseAll(t *testing.T) map[string][]string {
+// parseAll parses every expression and returns, per metric name, where it
+// is used and the label names it is matched on.
+func parseAll(t *testing.T) (used map[string][]string, matched map[string]map[string]bool) {
 	t.Helper()
 	p := parser.NewParser(parser.Options{})
-	used := map[string][]string{} // metric → where
+	used, matched = map[string][]string{}, map[string]map[string]bool{}
 	for _, e := range allExpressions(t) {
 		ast, err := p.ParseExpr(e.expr)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", e.where, err, e.expr)
 			continue
 		}
-		for _, n := range metricNames(ast) {
-			if n == "" {
+		for _, s := range selectors(ast) {
+			if s.name == "" {
 				t.Errorf("%s: a selector without a metric name", e.where)
 				continue
 			}
-			used[n] = append(used[n], e.where)
+			used[s.name] = append(used[s.name], e.where)
+			if matched[s.name] == nil {
+				matched[s.name] = map[string]bool{}
+			}
+			for _, l := range s.labels {
+				matched[s.name][l] = true
+			}
 		}
 	}
-	return used
+	return used, matched
 }
 
 // TestExpressionsParse: every rule and dashboard query parses with the
 // Prometheus PromQL parser.
 func TestExpressionsParse(t *testing.T) {
-	used := parseAll(t)
+	used, _ := parseAll(t)
 	if len(used) < 40 {
 		t.Fatalf("only %d metric names found in the expressions", len(used))
 	}
@@ -164,7 +182,7 @@ var notLiveHere = map[string]string{}
 // through the project's fake smartctl answering with real smartctl --json
 // fixtures), or one of the two short documented lists above.
 func TestExpressionsUseLiveMetrics(t *testing.T) {
-	used := parseAll(t)
+	used, matched := parseAll(t)
 	bin := buildDiskcanary(t)
 	fake := smarttest.Install(t, smarttest.FakeConfig{
 		Scan: []map[string]string{{"name": "/dev/sda", "type": "sat", "protocol": "ATA"}, {"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}},
@@ -208,10 +226,19 @@ smart:
 		time.Sleep(500 * time.Millisecond)
 	}
 	live := map[string]bool{}
+	liveLabels := map[string]map[string]bool{} // series name → its label names
 	for name, f := range fams {
-		live[name] = true
+		ls := map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				ls[lp.GetName()] = true
+			}
+		}
+		live[name], liveLabels[name] = true, ls
 		if f.GetType() == dto.MetricType_HISTOGRAM {
-			live[name+"_bucket"], live[name+"_count"], live[name+"_sum"] = true, true, true
+			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+				live[name+suffix], liveLabels[name+suffix] = true, ls
+			}
 		}
 	}
 	recorded := recordedNames()
@@ -226,6 +253,13 @@ smart:
 		case recorded[n], notDiskcanary[n] != "":
 		case live[n]:
 			liveCount++
+			// Labels a query matches on must exist on the live series:
+			// Prometheus adds job and instance, the scrape config the cohort.
+			for l := range matched[n] {
+				if l != "job" && l != "instance" && l != Defaults().CohortLabel && !liveLabels[n][l] {
+					t.Errorf("%s is matched on label %q, which the live series do not have (used by %s)", n, l, used[n][0])
+				}
+			}
 		case notLiveHere[n] != "":
 		default:
 			t.Errorf("%s (used by %s) is neither on a live diskcanary /metrics nor a recording rule", n, used[n][0])
