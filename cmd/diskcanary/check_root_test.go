@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
 func runCheckProcess(t *testing.T, wrap func(string, ...string) *exec.Cmd, dir string) (checkJSON, int) {
@@ -44,4 +48,42 @@ func TestCheckVerdictFlipsUnderBlkioThrottle(t *testing.T) {
 	require.False(t, slow.Pass)
 	require.Equal(t, 200, slow.Samples)
 	require.Greater(t, slow.LatencySeconds.P99, 0.010)
+}
+
+// A hung disk makes check give up at --timeout with a one-line reason and
+// exit 2, instead of waiting forever. (The kernel keeps a process whose
+// thread is stuck in a FUSE or disk request from finishing its exit until
+// the request returns, so the exit status arrives after the release; the
+// reason is printed at the timeout.)
+func TestCheckOnHungDiskExits2(t *testing.T) {
+	m := testfs.Start(t, "")
+	m.Do(t, "hang")
+	cmd := diskcanaryCmd(t, nil, "check", m.Dir, "--samples", "100", "--min-free", "0", "--timeout", "1s")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	reason := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "timed out") {
+				reason <- sc.Text()
+			}
+		}
+		close(reason)
+	}()
+	select {
+	case line := <-reason:
+		t.Logf("after %v: %s", time.Since(start).Round(time.Millisecond), line)
+		require.Contains(t, line, "in flight")
+		require.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reason printed 10s after a 1s timeout")
+	}
+	m.Do(t, "release")
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 2, ee.ExitCode(), "could not measure")
 }

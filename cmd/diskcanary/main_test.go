@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
 // asMainEnv makes this test binary behave as the diskcanary binary (for
@@ -12,6 +14,7 @@ import (
 const asMainEnv = "DISKCANARY_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
+	testfs.ServeIfChild()
 	if args, ok := os.LookupEnv(asMainEnv); ok {
 		os.Args = append([]string{"diskcanary"}, strings.Split(args, "\x1f")...)
 		main()
