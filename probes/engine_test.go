@@ -20,7 +20,7 @@ import (
 // engineCollector adapts an Engine to prometheus.Collector for tests.
 type engineCollector struct{ e *Engine }
 
-func (c engineCollector) Describe(chan<- *prometheus.Desc)   {}
+func (c engineCollector) Describe(chan<- *prometheus.Desc)    {}
 func (c engineCollector) Collect(ch chan<- prometheus.Metric) { c.e.Collect(ch) }
 
 // startEngine runs probes until the test ends and returns a gather func.

@@ -34,19 +34,19 @@ type probe struct {
 	budget func(dev uint64) *budget
 
 	// set up by setup(), owned by the probe goroutine
-	ready    bool
-	dir      *probeDir
-	target   blockdev.Target
-	devID    uint64
-	fd       int // randread: working set or device; overwrite: the WAL file
-	buf      []byte
-	picker   *blockPicker
-	bud      *budget
-	overOff  int64
-	obsWrite prometheus.Observer
-	obsSync  prometheus.Observer
-	obsRead  prometheus.Observer
-	syncs    []time.Duration // this cycle's fdatasync latencies, for the flush check
+	ready        bool
+	dir          *probeDir
+	target       blockdev.Target
+	devID        uint64
+	fd           int // randread: working set or device; overwrite: the WAL file
+	buf          []byte
+	picker       *blockPicker
+	bud          *budget
+	overOff      int64
+	obsWrite     prometheus.Observer
+	obsSync      prometheus.Observer
+	obsRead      prometheus.Observer
+	syncs        []time.Duration // this cycle's fdatasync latencies, for the flush check
 	stalled      bool            // watchdog's last verdict, for logging transitions
 	flushFlagged bool
 }

@@ -257,4 +257,3 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.3fs", d.Seconds())
 	}
 }
-
