@@ -517,6 +517,10 @@ func diskcanaryBinary(t *testing.T) string {
 			binErr = err
 			return
 		}
+		// Readable by the unprivileged user TestSystemdClosestRun runs it as.
+		if binErr = os.Chmod(dir, 0o755); binErr != nil {
+			return
+		}
 		binPath = filepath.Join(dir, "diskcanary")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/diskcanary")
 		cmd.Dir = repoRoot
