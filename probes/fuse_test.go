@@ -180,3 +180,21 @@ func TestHungReadStallsAndRecovers(t *testing.T) {
 		return gauge("diskcanary_probe_stalled") == 0 && gauge("diskcanary_probe_runs_total") > runs+1
 	})
 }
+
+// A filesystem that refuses O_DIRECT is named, and the read probe fails
+// with a reason instead of quietly reading the page cache.
+func TestODirectRefusedIsNamedAndFails(t *testing.T) {
+	m := testfs.Start(t, t.TempDir())
+	m.Do(t, "refuse-odirect")
+	_, gather, _ := startEngine(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: m.Dir,
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, WorkingSet: 1 << 20})
+	waitFor(t, 10*time.Second, "odirect_unsupported failure", func() bool {
+		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "rr", "reason": "odirect_unsupported"})
+		return ok
+	})
+	w, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "rr", "warning": "odirect_refused"})
+	require.True(t, ok)
+	require.EqualValues(t, 1, w.GetGauge().GetValue())
+	r, _ := value(gather()["diskcanary_probe_read_bytes_total"], map[string]string{"probe": "rr"})
+	require.Zero(t, r.GetCounter().GetValue(), "no read was measured")
+}

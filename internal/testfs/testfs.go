@@ -35,6 +35,9 @@ type Faults struct {
 	// it is closed by Release.
 	hold      chan struct{}
 	holdReads bool
+	// refuseDirect fails O_DIRECT opens with EINVAL, as filesystems
+	// without direct I/O support do.
+	refuseDirect bool
 
 	syncs   atomic.Int64 // flushes answered (after any delay)
 	blocked atomic.Int64 // ops waiting on hold right now
@@ -49,6 +52,15 @@ func (f *Faults) SetReadDelay(d time.Duration) { f.mu.Lock(); f.readDelay = d; f
 // SetSyncError makes every flush fail with errno (0 clears it) without
 // reaching the backing file, like a disk whose cache flush fails.
 func (f *Faults) SetSyncError(errno syscall.Errno) { f.mu.Lock(); f.syncErr = errno; f.mu.Unlock() }
+
+// RefuseDirect makes O_DIRECT opens fail with EINVAL (or succeed again).
+func (f *Faults) RefuseDirect(on bool) { f.mu.Lock(); f.refuseDirect = on; f.mu.Unlock() }
+
+func (f *Faults) directRefused(flags uint32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refuseDirect && flags&syscall.O_DIRECT != 0
+}
 
 // Hang makes every following flush (and read, if reads) block until Release.
 func (f *Faults) Hang(reads bool) {
@@ -135,11 +147,17 @@ var (
 // passthrough (Linux 6.9+, used by go-fuse's loopback when root), reads and
 // writes would go straight to the backing file and skip the faults.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.faults.directRefused(flags) {
+		return nil, 0, syscall.EINVAL
+	}
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
 	return noPassthrough(fh), fl, errno
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.faults.directRefused(flags) {
+		return nil, nil, 0, syscall.EINVAL
+	}
 	in, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	return in, noPassthrough(fh), fl, errno
 }
