@@ -170,6 +170,10 @@ scrape_configs:
 	if drift := firing("DiskcanaryFdatasyncFleetDrift"); len(drift) != 1 || drift[0] != slowAddr {
 		t.Errorf("fleet drift fires for %v; want exactly [%s]", drift, slowAddr)
 	}
+	// Reads are not throttled: no instance drifts on reads.
+	if drift := firing("DiskcanaryReadFleetDrift"); len(drift) > 0 {
+		t.Errorf("read fleet drift fires for %v; reads were not throttled", drift)
+	}
 	for _, a := range promAlerts(t, api) {
 		if a.Labels["alertname"] == "DiskcanaryFdatasyncFleetDrift" && a.Labels["cohort"] != cohort {
 			t.Errorf("fleet drift alert cohort %q, want %q", a.Labels["cohort"], cohort)
