@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed alerts/ and dashboards/ files")
@@ -139,5 +140,45 @@ func TestPromtool(t *testing.T) {
 	t.Logf("promtool test rules:\n%s", out)
 	if err != nil {
 		t.Fatalf("promtool test rules: %v", err)
+	}
+}
+
+// TestPromtoolCatchesWrongThresholds: the unit tests pin the thresholds.
+// Rules generated with a wrong threshold (and tests regenerated with it, so
+// only the hand-written inputs and expectations stay) must fail promtool,
+// in the case that the threshold decides.
+func TestPromtoolCatchesWrongThresholds(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian package prometheus): skipping")
+	}
+	for _, m := range []struct {
+		name, file, failing string
+		mutate              func(*Params)
+	}{
+		{"etcd bar at 25 ms", "latency.yml", "fdatasync p99 20 ms with 1,500 samples: warns", func(p *Params) { p.FdatasyncSlow = 25 * time.Millisecond }},
+		{"sample floor 500", "latency.yml", "fdatasync p99 20 ms on 750 samples: too few, silent", func(p *Params) { p.MinSamples = 500 }},
+		{"drift factor 11", "fleet-drift.yml", "fdatasync: one of 5 at 10× the cohort median (user cohort)", func(p *Params) { p.DriftFactor = 11 }},
+		{"cohort of 4 enough", "fleet-drift.yml", "fdatasync: 10× but only 4 in the cohort: silent", func(p *Params) { p.DriftMinCohort = 4 }},
+		{"drift floor 1 ms", "fleet-drift.yml", "fdatasync: 3.5× the median but under the 2 ms floor: silent", func(p *Params) { p.DriftFloor = time.Millisecond }},
+		{"wear warning at 85 %", "smart.yml", "wear 85 %: warning", func(p *Params) { p.WearWarning = 0.85 }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p := Defaults()
+			m.mutate(&p)
+			dir := t.TempDir()
+			if _, err := Write(dir, p); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(promtool, "test", "rules", m.file)
+			cmd.Dir = filepath.Join(dir, "alerts", "tests")
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("promtool test rules passed with %s; the unit tests do not pin it:\n%s", m.name, out)
+			}
+			if !strings.Contains(string(out), "name: "+m.failing+",") {
+				t.Errorf("want the case %q to fail; promtool said:\n%s", m.failing, out)
+			}
+		})
 	}
 }
