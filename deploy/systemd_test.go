@@ -369,6 +369,7 @@ exec %[2]s --reuid=65534 --regid=65534 --groups=6 --inh-caps=%[3]s --ambient-cap
 		}
 	}
 	require.Contains(t, used, "fdatasync", "the trace saw the probes")
+	require.Regexp(t, `execve\("[^"]*/smartctl", \[[^]]*"--scan-open"`, string(tr), "the trace saw smartctl run with the unit's credentials")
 	var denied []string
 	for s := range used {
 		if !allowed[s] {
