@@ -373,6 +373,12 @@ func TestScrapeObjectsSelectTheDaemonSet(t *testing.T) {
 		require.Equal(t, "/metrics", e.Path)
 		require.Contains(t, e.Relabelings, relabelConfig{SourceLabels: []string{"__meta_kubernetes_pod_node_name"}, TargetLabel: "node", Action: "replace"})
 	}
+	// The job label both produce is the one the alert rules select (up{job="diskcanary"}).
+	require.Equal(t, "diskcanary", svc.Labels[sm.JobLabel])
+	require.Equal(t, "diskcanary", podLabels[pm.JobLabel])
+	if rules, err := os.ReadFile(filepath.Join(repoRoot, RuleFile)); err == nil {
+		require.Contains(t, string(rules), `job="diskcanary"`)
+	}
 	for _, meta := range []metav1.ObjectMeta{m.serviceAccount.ObjectMeta, m.daemonSet.ObjectMeta, m.serviceMonitor.Metadata, m.podMonitor.Metadata, m.rule.Metadata} {
 		require.Equal(t, ns, meta.Namespace, meta.Name)
 	}
