@@ -211,13 +211,12 @@ func fleetDashboard(p Params) *Dashboard {
 		"Which disks drifted from their cohort (same model or a user cohort label), fleet SMART health and wear, stalled targets.")
 	d.queryVar("job", "Job", "label_values(diskcanary_build_info, job)", true)
 	d.queryVar("cohort", "Cohort", "label_values("+ruleCohortInfo+"{job=~\"$job\"}, cohort)", true)
-	d.queryVar("probe", "Probe", "label_values("+ruleCohortInfo+"{job=~\"$job\"}, probe)", false)
 	l := &layout{}
 	sel := `{job=~"$job"}`
 	// Targets of the chosen cohorts, and the cohort-level series (which have
 	// no job or instance: they aggregate across them).
-	tsel := `{job=~"$job", cohort=~"$cohort", probe="$probe"}`
-	csel := `{cohort=~"$cohort", probe="$probe"}`
+	tsel := `{job=~"$job", cohort=~"$cohort"}`
+	csel := `{cohort=~"$cohort"}`
 	l.row(d, "Now")
 	l.add(d, stat("Stalled targets", "none", q{fmt.Sprintf(`count(diskcanary_probe_stalled%s == 1) or vector(0)`, sel), ""}), 4, 4)
 	l.add(d, stat("Targets over the etcd bar (fdatasync p99 15m)", "none", q{fmt.Sprintf(`count(%s%s > %s) or vector(0)`, quantileRule("fdatasync", "p99", "15m"), sel, seconds(p.FdatasyncSlow)), ""}), 5, 4)
@@ -232,11 +231,15 @@ func fleetDashboard(p Params) *Dashboard {
 		q{fmt.Sprintf(`topk(15, %s%s)`, quantileRule("fdatasync", "p99", "15m"), sel), ""}), "s"), 12, 9)
 	l.add(d, table("Drift: p99 ÷ cohort median (fdatasync, 15m)",
 		q{fmt.Sprintf(`topk(15, %s)`, driftRatio(p, "fdatasync", tsel, csel, "")), ""}), 12, 9)
+	l.add(d, withUnit(table("Worst targets by random-read p99 (15m)",
+		q{fmt.Sprintf(`topk(15, %s%s)`, quantileRule("read", "p99", "15m"), sel), ""}), "s"), 12, 9)
+	l.add(d, table("Drift: p99 ÷ cohort median (read, 15m)",
+		q{fmt.Sprintf(`topk(15, %s)`, driftRatio(p, "read", tsel, csel, "")), ""}), 12, 9)
 	band := func(op string) Panel {
 		return withLine(timeseries(fmt.Sprintf("%s p99 against its cohort band (p10 / p50 / p90 of peers)", op), "s",
-			q{fmt.Sprintf(`quantile by (cohort) (0.1, %s%s)`, cohortTargetRule(op), tsel), "p10 {{cohort}}"},
-			q{fmt.Sprintf(`quantile by (cohort) (0.5, %s%s)`, cohortTargetRule(op), tsel), "p50 {{cohort}}"},
-			q{fmt.Sprintf(`quantile by (cohort) (0.9, %s%s)`, cohortTargetRule(op), tsel), "p90 {{cohort}}"},
+			q{fmt.Sprintf(`quantile by (cohort, probe) (0.1, %s%s)`, cohortTargetRule(op), tsel), "p10 {{cohort}} {{probe}}"},
+			q{fmt.Sprintf(`quantile by (cohort, probe) (0.5, %s%s)`, cohortTargetRule(op), tsel), "p50 {{cohort}} {{probe}}"},
+			q{fmt.Sprintf(`quantile by (cohort, probe) (0.9, %s%s)`, cohortTargetRule(op), tsel), "p90 {{cohort}} {{probe}}"},
 			q{fmt.Sprintf("%s%s\n> on (cohort, probe) group_left ()\n(%s * %s%s)", cohortTargetRule(op), tsel, num(p.DriftFactor), cohortMedianRule(op), csel), "outlier {{instance}} {{path}}"}),
 			p.FdatasyncSlow.Seconds(), "red")
 	}
@@ -304,6 +307,11 @@ func nodeDashboard(p Params) *Dashboard {
 		q{onDisk(fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "15m"), ii)), "{{probe}} {{path}} ({{device}})"}), 12, 7)
 	l.add(d, timeseries("Probe failures by reason", "none",
 		q{fmt.Sprintf(`sum by (probe, reason) (increase(diskcanary_probe_failures_total%s[$__rate_interval]))`, ti), "{{probe}} {{reason}}"}), 12, 7)
+	l.add(d, timeseries("Probe write cost (bytes per day, page-granular)", "bytes",
+		q{fmt.Sprintf(`rate(diskcanary_probe_written_bytes_total%s[$__rate_interval]) * 86400`, ti), "{{probe}}"}), 12, 7)
+	l.add(d, timeseries("Probe cycles per minute (runs, failures)", "none",
+		q{fmt.Sprintf(`rate(diskcanary_probe_runs_total%s[$__rate_interval]) * 60`, ti), "runs {{probe}}"},
+		q{fmt.Sprintf(`sum by (probe) (rate(diskcanary_probe_failures_total%s[$__rate_interval])) * 60`, ti), "failures {{probe}}"}), 12, 7)
 
 	w := p.IostatWindow
 	r := func(name string) string { return iostatRuleName(name, w) + dd }

@@ -181,19 +181,20 @@ scrape_configs:
 	}
 
 	// Every dashboard's main panels return data for the slowed instance.
-	// Variable values as a user would pick them: the fleet compares one
-	// probe; the node dashboard shows all probes (its default, All).
+	// Variable values as a user would pick them (the node dashboard's probe
+	// variable at its default, All).
 	vars := map[string]map[string]string{
-		"diskcanary-fleet.json": {"job": "diskcanary", "cohort": cohort, "probe": "wal"},
+		"diskcanary-fleet.json": {"job": "diskcanary", "cohort": cohort},
 		"diskcanary-node.json":  {"job": "diskcanary", "instance": slowAddr, "probe": ".*", "disk": inst[slow].name},
 		"diskcanary-etcd.json":  {"job": "diskcanary", "instance": slowAddr, "etcd_job": ".*"},
 	}
 	main := map[string][]string{
 		"diskcanary-fleet.json": {"Worst targets by fdatasync p99 (15m)", "Drift: p99 ÷ cohort median (fdatasync, 15m)",
-			"fdatasync p99 against its cohort band (p10 / p50 / p90 of peers)", "Fleet-drift outliers", "Stalled targets over time"},
+			"fdatasync p99 against its cohort band (p10 / p50 / p90 of peers)", "Fleet-drift outliers", "Stalled targets over time",
+			"Worst targets by random-read p99 (15m)", "Drift: p99 ÷ cohort median (read, 15m)"},
 		"diskcanary-node.json": {"fdatasync latency (heatmap)", "fdatasync p50 / p99 (5m) with the etcd 10 ms bar",
 			"random read latency (heatmap)", "Probe targets on this disk: fdatasync p99 (15m)", "r/s, w/s", "r_await, w_await",
-			"%util", "aqu-sz", "rareq-sz, wareq-sz", "Stalled"},
+			"%util", "aqu-sz", "rareq-sz, wareq-sz", "Stalled", "Probe write cost (bytes per day, page-granular)"},
 		"diskcanary-etcd.json": {"WAL targets meeting the bar (15m p99)", "Worst fdatasync p99 (15m)",
 			"Samples behind the p99 (15m, fewest)", "diskcanary fdatasync p99 (5m)"},
 	}
