@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -113,6 +114,16 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return &exitError{2, fmt.Errorf("--min-free: %w", err)}
 	}
+	// The same confinement as the daemon: never inside an etcd member tree,
+	// never loose at the root of a filesystem that holds other data.
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if err := config.CheckProbeDir(abs); err != nil {
+		return &exitError{2, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
+	}
+	dir = abs
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

@@ -98,3 +98,14 @@ func TestCheckTableLooksLikeFio(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 }
+
+// check refuses what the daemon refuses: an etcd data directory.
+func TestCheckRefusesEtcdDataDir(t *testing.T) {
+	data := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(data, "member", "wal"), 0o700))
+	_, code, err := runCLI(t, "check", filepath.Join(data, "member"), "--samples", "10")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "unsafe probe directory")
+	entries, _ := os.ReadDir(filepath.Join(data, "member"))
+	require.Len(t, entries, 1, "nothing written next to etcd's wal/")
+}
