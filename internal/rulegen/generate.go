@@ -1,5 +1,7 @@
 package rulegen
 
+//go:generate go run ../../tools/rulegen -out ../..
+
 import (
 	"bytes"
 	"encoding/json"
