@@ -62,7 +62,7 @@ type Params struct {
 	SelfDriftFor    time.Duration
 
 	IostatWindow time.Duration
-	// Job is the scrape job of the exporters (for the exporter-down alert).
+	// JobSelector selects the exporters' scrape job in up{} (exporter-down alert).
 	JobSelector string
 	// TargetLabels identify one probe target; extra target labels a user
 	// attaches in relabelling (node, cluster...) can be added here.
@@ -105,7 +105,7 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
-		JobSelector:               `job="diskcanary"`,
+		JobSelector:               `job=~".*diskcanary.*"`,
 		TargetLabels:              []string{"job", "instance", "probe", "path", "device"},
 		CohortLabel:               "cohort",
 		RunbookBase:               "https://github.com/diskcanary/diskcanary/blob/main/docs/runbooks.md",
