@@ -180,7 +180,13 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 	if r == nil {
 		return ms
 	}
-	gauge(smartInfoDesc, 1, r.Protocol, d.Target.Type, r.Model, r.Serial, r.Firmware, r.WWN)
+	// type is what smartctl ended up using (sat, nvme, sat+megaraid,1),
+	// which autodetection fills in when no -d was given.
+	typ := r.Type
+	if typ == "" {
+		typ = d.Target.Type
+	}
+	gauge(smartInfoDesc, 1, r.Protocol, typ, r.Model, r.Serial, r.Firmware, r.WWN)
 	h := &r.Health
 	if h.Healthy != nil {
 		gauge(smartHealthyDesc, smartBool(*h.Healthy))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -154,6 +155,9 @@ func (f *smartFlags) live(parent context.Context, args []string) ([]smart.Device
 	st, err := r.CollectOnce(ctx, targets)
 	if err != nil {
 		return nil, err
+	}
+	if len(st.Devices) == 0 {
+		return nil, errors.New("smartctl --scan-open found no devices; name them (diskcanary smart /dev/sda) or check that diskcanary runs as root")
 	}
 	return st.Devices, nil
 }

@@ -1,6 +1,7 @@
 // Package smarttest builds and configures the fake smartctl
 // (internal/smart/testdata/fakesmartctl) for the tests of internal/smart,
-// collector and cmd/diskcanary.
+// collector and cmd/diskcanary. It is test support only: its os/exec use
+// (running `go build` on the fake) never reaches the diskcanary binary.
 package smarttest
 
 import (
