@@ -45,9 +45,24 @@ func readCapabilities(procfs string) capabilities {
 
 func (c capabilities) has(bit uint) bool { return !c.known || c.eff&(1<<bit) != 0 }
 
-// neededCapability names the capability smartctl needs for a protocol.
-func neededCapability(protocol, name string) (string, uint) {
-	if protocol == ProtocolNVMe || (protocol == "" && strings.HasPrefix(filepath.Base(name), "nvme")) {
+// neededCapability names the capability smartctl needs to reach a device:
+// by the protocol smartctl reported, else by the -d type, else by the name.
+// (USB-NVMe bridges such as sntjmicron tunnel through SCSI: CAP_SYS_RAWIO.)
+func neededCapability(protocol, typ, name string) (string, uint) {
+	nvme := protocol == ProtocolNVMe
+	switch {
+	case strings.HasPrefix(typ, "snt"):
+		// USB-NVMe bridges (sntjmicron, sntasmedia, sntrealtek): NVMe
+		// commands wrapped in SCSI pass-through on /dev/sdX.
+		nvme = false
+	case protocol == "":
+		if typ != "" {
+			nvme = typ == "nvme" || strings.HasPrefix(typ, "nvme,")
+		} else {
+			nvme = strings.HasPrefix(filepath.Base(name), "nvme")
+		}
+	}
+	if nvme {
 		return "CAP_SYS_ADMIN", capSysAdmin
 	}
 	return "CAP_SYS_RAWIO", capSysRawIO
@@ -56,8 +71,9 @@ func neededCapability(protocol, name string) (string, uint) {
 // permissionError explains a failed open in terms of the missing
 // capability (missing is then true), or returns msg "" when the failure does
 // not look like a privilege problem.
-func permissionError(c capabilities, protocol, name, smartctlSays string) (capName string, missing bool, msg string) {
-	capName, bit := neededCapability(protocol, name)
+func permissionError(c capabilities, protocol string, t Target, smartctlSays string) (capName string, missing bool, msg string) {
+	name := t.Name
+	capName, bit := neededCapability(protocol, t.Type, name)
 	denied := strings.Contains(smartctlSays, "Permission denied") || strings.Contains(smartctlSays, "Operation not permitted")
 	if c.has(bit) {
 		if denied && c.known {

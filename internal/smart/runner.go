@@ -425,9 +425,10 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 		st.Success = true
 	case res.ExitStatus.NoData():
 		st.Success = false
-		protocol := d.target.Protocol
+		// What smartctl says it spoke beats what the scan guessed.
+		protocol := res.Protocol
 		if protocol == "" {
-			protocol = res.Protocol
+			protocol = d.target.Protocol
 		}
 		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.stderr)
 	default:
@@ -438,7 +439,7 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 }
 
 func (r *Runner) explainPermission(st *DeviceState, protocol, smartctlSays string) {
-	capName, missing, msg := permissionError(r.caps, protocol, st.Target.Name, smartctlSays)
+	capName, missing, msg := permissionError(r.caps, protocol, st.Target, smartctlSays)
 	if msg == "" {
 		return
 	}

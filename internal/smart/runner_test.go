@@ -352,12 +352,32 @@ func TestRunnerMissingCapability(t *testing.T) {
 
 func TestPermissionErrorWithCapabilities(t *testing.T) {
 	all := capabilities{eff: 1<<capSysAdmin | 1<<capSysRawIO, known: true}
-	_, missing, msg := permissionError(all, ProtocolATA, "/dev/sda", "Smartctl open device: /dev/sda failed: No such device")
+	_, missing, msg := permissionError(all, ProtocolATA, Target{Name: "/dev/sda"}, "Smartctl open device: /dev/sda failed: No such device")
 	require.False(t, missing)
 	require.Empty(t, msg, "not a privilege problem")
-	_, missing, msg = permissionError(all, ProtocolATA, "/dev/sda", "open: Permission denied")
+	_, missing, msg = permissionError(all, ProtocolATA, Target{Name: "/dev/sda"}, "open: Permission denied")
 	require.False(t, missing)
 	require.Contains(t, msg, "device node's owner and mode")
+
+	none := capabilities{known: true}
+	for _, c := range []struct {
+		protocol string
+		t        Target
+		want     string
+	}{
+		{"", Target{Name: "/dev/nvme0"}, "CAP_SYS_ADMIN"},
+		{"", Target{Name: "/dev/disk9", Type: "nvme"}, "CAP_SYS_ADMIN"},
+		{"", Target{Name: "/dev/sdb", Type: "sntjmicron"}, "CAP_SYS_RAWIO"},
+		{ProtocolNVMe, Target{Name: "/dev/sdb", Type: "sntjmicron"}, "CAP_SYS_RAWIO"},
+		{ProtocolNVMe, Target{Name: "/dev/nvme1"}, "CAP_SYS_ADMIN"},
+		{"", Target{Name: "/dev/bus/0", Type: "megaraid,1"}, "CAP_SYS_RAWIO"},
+		{ProtocolSCSI, Target{Name: "/dev/sda"}, "CAP_SYS_RAWIO"},
+	} {
+		capName, missing, msg := permissionError(none, c.protocol, c.t, "")
+		require.True(t, missing, "%+v", c)
+		require.Equal(t, c.want, capName, "%+v", c)
+		require.Contains(t, msg, "missing "+c.want)
+	}
 }
 
 type run struct {
