@@ -64,8 +64,10 @@ type Params struct {
 	IostatWindow time.Duration
 	// JobSelector selects the exporters' scrape job in up{} (exporter-down alert).
 	JobSelector string
-	// TargetLabels identify one probe target; extra target labels a user
-	// attaches in relabelling (node, cluster...) can be added here.
+	// TargetLabels identify one probe target and are kept on every
+	// per-target rule and alert. "node" is what deploy/kubernetes relabels
+	// the pod's node name into; a label absent from the series is harmless.
+	// Add others a scrape config attaches (cluster, rack...).
 	TargetLabels []string
 	// CohortLabel, when present on the scrape target, names the cohort
 	// (instance type, volume type); otherwise the disk model is the cohort.
@@ -105,8 +107,8 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
-		JobSelector:               `job=~".*diskcanary.*"`,
-		TargetLabels:              []string{"job", "instance", "probe", "path", "device"},
+		JobSelector:               `job="diskcanary"`,
+		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
 		CohortLabel:               "cohort",
 		RunbookBase:               "https://github.com/diskcanary/diskcanary/blob/main/docs/runbooks.md",
 	}
