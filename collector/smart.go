@@ -60,6 +60,9 @@ func (p *smartPart) Update(ch chan<- prometheus.Metric) error {
 	seen := make(map[string]bool, len(s.Devices))
 	for i := range s.Devices {
 		d := &s.Devices[i]
+		if seen[d.Label] {
+			continue // the runner never hands out a label twice; if it did, one device beats a failed scrape
+		}
 		seen[d.Label] = true
 		c, ok := p.cache[d.Label]
 		if !ok || c.gen != d.Generation {

@@ -147,8 +147,17 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		scanSuccess: true,
 	}
 	now := time.Now()
+	labels := map[string]bool{}
 	for _, t := range cfg.Devices {
-		r.devs[t.Key()] = r.newDevice(t, true, now)
+		d := r.newDevice(t, true, now)
+		// Two devices with one label would be duplicate series, which fail
+		// the whole scrape: the first wins.
+		if labels[d.state.Label] {
+			r.log.Warn("smart: device ignored, its device label is taken", "device", t.Name, "type", t.Type, "label", d.state.Label)
+			continue
+		}
+		labels[d.state.Label] = true
+		r.devs[t.Key()] = d
 	}
 	return r
 }
@@ -287,11 +296,11 @@ func (r *Runner) scan(ctx context.Context) {
 		r.log.Warn("smartctl --scan-open failed", "err", err)
 		return
 	}
-	explicitLabels := map[string]bool{}
+	// Explicit devices win over scanned ones with the same label, and a
+	// label is never used twice (the scrape would fail on duplicate series).
+	labels := map[string]bool{}
 	for _, d := range r.devs {
-		if d.explicit {
-			explicitLabels[d.state.Label] = true
-		}
+		labels[d.state.Label] = true
 	}
 	for _, t := range targets {
 		if d, ok := r.devs[t.Key()]; ok {
@@ -301,10 +310,12 @@ func (r *Runner) scan(ctx context.Context) {
 			}
 			continue
 		}
-		if explicitLabels[r.label(t)] {
+		nd := r.newDevice(t, false, now)
+		if labels[nd.state.Label] {
 			continue
 		}
-		r.devs[t.Key()] = r.newDevice(t, false, now)
+		labels[nd.state.Label] = true
+		r.devs[t.Key()] = nd
 		r.log.Info("smart: new device", "device", t.Name, "type", t.Type)
 	}
 	for k, d := range r.devs {

@@ -479,3 +479,22 @@ func TestRunnerDiscoveryFromRealScan(t *testing.T) {
 	}
 	require.Len(t, types, 7, "one -d megaraid,N per disk behind the controller")
 }
+
+func TestRunnerOneDevicePerLabel(t *testing.T) {
+	sat := fixture("sat-hdd-reallocated-304-smartctl-exporter.json")
+	sys := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0n1"), 0o755))
+	rig := newFakeRig(t, smarttest.FakeConfig{
+		Scan:    []map[string]string{{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}, {"name": "/dev/sdb", "type": "sat", "protocol": "ATA"}},
+		Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: sat}, "/dev/nvme0n1": {Fixture: sat}, "/dev/sdb": {Fixture: sat}},
+	}, RunnerConfig{Scan: true, SysFS: sys, Devices: []Target{{Name: "/dev/nvme0n1"}, {Name: "/dev/sdb", Type: "sat"}, {Name: "/dev/sdb"}}})
+	rig.start()
+	rig.waitFor("sdb", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
+	rig.waitFor("nvme0n1", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
+	time.Sleep(300 * time.Millisecond)
+	var labels []string
+	for _, d := range rig.runner.Status().Devices {
+		labels = append(labels, d.Label+"="+d.Target.Key())
+	}
+	require.Equal(t, []string{"nvme0n1=/dev/nvme0n1", "sdb=/dev/sdb;sat"}, labels, "the scanned nvme0 is nvme0n1, already configured")
+}
