@@ -53,11 +53,11 @@ func TestSmartMetricsNVMeCriticalWarning(t *testing.T) {
 	want := `
 # HELP diskcanary_smart_critical_warning NVMe critical-warning flags (1 set).
 # TYPE diskcanary_smart_critical_warning gauge
-diskcanary_smart_critical_warning{device="nvme0n1",flag="available_spare_below_threshold"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="available_spare"} 0
 diskcanary_smart_critical_warning{device="nvme0n1",flag="persistent_memory_region_unreliable"} 0
 diskcanary_smart_critical_warning{device="nvme0n1",flag="read_only"} 0
 diskcanary_smart_critical_warning{device="nvme0n1",flag="reliability_degraded"} 0
-diskcanary_smart_critical_warning{device="nvme0n1",flag="temperature_threshold"} 0
+diskcanary_smart_critical_warning{device="nvme0n1",flag="temperature"} 0
 diskcanary_smart_critical_warning{device="nvme0n1",flag="volatile_memory_backup_failed"} 1
 # HELP diskcanary_smart_healthy SMART overall health self-assessment (1 passed, 0 failed; NVMe fails on any critical warning).
 # TYPE diskcanary_smart_healthy gauge

@@ -79,8 +79,8 @@ func (r *Result) Standby() bool { return r.PowerMode != "" }
 // CriticalWarningFlags names the bits of the NVMe critical-warning byte (NVMe
 // base spec, SMART / Health Information log, byte 0).
 var CriticalWarningFlags = [6]string{
-	"available_spare_below_threshold",
-	"temperature_threshold",
+	"available_spare", // below the threshold
+	"temperature",     // over or under a temperature threshold
 	"reliability_degraded",
 	"read_only",
 	"volatile_memory_backup_failed",
