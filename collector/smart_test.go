@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -400,4 +401,38 @@ func BenchmarkSmartScrape24(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(series), "series")
+}
+
+// TestSmartMetricsLint runs `promtool check metrics` (naming, units,
+// _total on counters, _info) over the series of every protocol.
+func TestSmartMetricsLint(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed")
+	}
+	var devs []smart.DeviceState
+	for i, f := range []string{
+		"ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json",
+		"nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json",
+		"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json",
+		"synth-ata-standby-v7.3.json",
+	} {
+		st := smartStateFromFixture(t, f)
+		st.Label = "disk" + strconv.Itoa(i)
+		st.Timeouts, st.Quarantined, st.MissingCapability = 1, true, "CAP_SYS_RAWIO"
+		devs = append(devs, st)
+	}
+	reg := smartRegistry(t, smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: devs}})
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(string(body))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "promtool check metrics:\n%s", out)
+	require.Empty(t, strings.TrimSpace(string(out)), "promtool found problems")
 }

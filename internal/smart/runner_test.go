@@ -498,3 +498,25 @@ func TestRunnerOneDevicePerLabel(t *testing.T) {
 	}
 	require.Equal(t, []string{"nvme0n1=/dev/nvme0n1", "sdb=/dev/sdb;sat"}, labels, "the scanned nvme0 is nvme0n1, already configured")
 }
+
+// TestRunnerEscapedHelperCannotWedge: something smartctl started left the
+// process group and holds the output pipe open. The run must still end
+// (output pipes are abandoned shortly after the kill) and the device must
+// get its next run.
+func TestRunnerEscapedHelperCannotWedge(t *testing.T) {
+	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sde": {Hang: true, Escape: true}}},
+		RunnerConfig{Devices: []Target{{Name: "/dev/sde"}}, Timeout: 300 * time.Millisecond, Interval: 200 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	t.Cleanup(func() {
+		// The escaped grandchildren are outside any group we kill: end them by pid.
+		data, _ := os.ReadFile(rig.cfg.PIDFile)
+		f := strings.Fields(string(data))
+		for i := 1; i < len(f); i += 2 {
+			if pid, err := strconv.Atoi(f[i]); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	rig.start()
+	d := rig.waitFor("sde", 15*time.Second, "two timeouts", func(d DeviceState) bool { return d.Timeouts >= 2 })
+	require.True(t, d.Quarantined)
+}

@@ -19,6 +19,7 @@ type FakeDevice struct {
 	Fixture string `json:"fixture,omitempty"` // smartctl --json file to print (its exit_status is the exit code)
 	Sleep   string `json:"sleep,omitempty"`   // a Go duration to sleep first
 	Hang    bool   `json:"hang,omitempty"`    // never answer; start a grandchild that never exits either
+	Escape  bool   `json:"escape,omitempty"`  // with Hang: the grandchild leaves the process group (setsid)
 	Exit    *int   `json:"exit,omitempty"`    // exit code override
 	Garbage bool   `json:"garbage,omitempty"` // print text that is not JSON
 	Stderr  string `json:"stderr,omitempty"`  // a line for stderr

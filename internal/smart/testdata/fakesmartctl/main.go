@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +20,7 @@ type device struct {
 	Fixture string `json:"fixture"`
 	Sleep   string `json:"sleep"`
 	Hang    bool   `json:"hang"`
+	Escape  bool   `json:"escape"`
 	Exit    *int   `json:"exit"`
 	Garbage bool   `json:"garbage"`
 	Stderr  string `json:"stderr"`
@@ -82,6 +84,11 @@ func main() {
 		child := exec.Command(os.Args[0])
 		child.Env = append(os.Environ(), "FAKESMARTCTL_CHILD=1")
 		child.Stdout = os.Stdout // holds the pipe, like a stuck helper would
+		if d.Escape {
+			// A helper in its own session survives the process-group kill
+			// and keeps the output pipe open.
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		if err := child.Start(); err == nil && c.PIDFile != "" {
 			logf(c.PIDFile, "%d %d", os.Getpid(), child.Process.Pid)
 		}
