@@ -84,7 +84,7 @@ func TestFlagsChangeThresholds(t *testing.T) {
 
 // TestEveryAlertHasFiringAndSilentCases and a runbook section.
 func TestEveryAlertHasFiringAndSilentCases(t *testing.T) {
-	cov := AlertsCovered(Defaults())
+	cov := AlertsCovered()
 	runbook, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "runbooks.md"))
 	if err != nil {
 		t.Fatal(err)

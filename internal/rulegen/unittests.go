@@ -192,7 +192,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 
 // AlertsCovered lists, per alert, how many firing and non-firing cases the
 // unit tests have (the test requires at least one of each).
-func AlertsCovered(p Params) map[string][2]int {
+func AlertsCovered() map[string][2]int {
 	cov := map[string][2]int{}
 	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases()}
 	for _, cs := range all {
