@@ -52,6 +52,10 @@ func NewEngine(cfgs []config.Probe, procfs, sysfs string, logger *slog.Logger) *
 	return e
 }
 
+// budgetFor returns the filesystem's shared budget. The WAL probes on one
+// filesystem share it, and it is the smallest daily_write_budget among them
+// (the probe is load on a production disk: the strictest setting wins, and
+// the result does not depend on which probe happened to set up first).
 func (e *Engine) budgetFor(dev uint64, daily int64) *budget {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -60,6 +64,7 @@ func (e *Engine) budgetFor(dev uint64, daily int64) *budget {
 		b = newBudget(daily)
 		e.budgets[dev] = b
 	}
+	b.lower(daily)
 	return b
 }
 
@@ -148,6 +153,17 @@ type budget struct {
 
 func newBudget(daily int64) *budget {
 	return &budget{daily: float64(daily), tokens: float64(daily) / 24, last: time.Now()}
+}
+
+// lower sets the daily rate to daily if that is smaller.
+func (b *budget) lower(daily int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := float64(daily); d < b.daily {
+		b.refill()
+		b.daily = d
+		b.tokens = min(b.tokens, d/24)
+	}
 }
 
 func (b *budget) refill() {

@@ -288,3 +288,33 @@ func TestBudgetExhaustedSkipsBursts(t *testing.T) {
 	h, _ := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
 	require.LessOrEqual(t, h.GetHistogram().GetSampleCount(), uint64(10*((100_000/(10*8192+6*4096))+1)))
 }
+
+// A read probe on the same filesystem does not lend the WAL probe its
+// (default, larger) budget, whichever sets up first; two WAL probes share
+// the smaller of their budgets.
+func TestBudgetIsTheFilesystemsSmallest(t *testing.T) {
+	small := config.ByteSize(24 * 100_000)
+	for _, order := range []string{"read first", "wal first"} {
+		t.Run(order, func(t *testing.T) {
+			dir := t.TempDir()
+			rr := config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 1 << 20,
+				Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1}
+			big := config.Probe{Name: "big", Kind: config.KindWAL, Dir: dir,
+				Interval: 20 * time.Millisecond, Ops: 10, MinFree: 1, DailyWriteBudget: 1 << 40}
+			wal := config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
+				Interval: 20 * time.Millisecond, Ops: 10, MinFree: 1, DailyWriteBudget: small}
+			ps := []config.Probe{rr, big, wal}
+			if order == "wal first" {
+				ps = []config.Probe{wal, big, rr}
+			}
+			_, gather, stop := startEngine(t, ps...)
+			for _, name := range []string{"wal", "big"} {
+				waitFor(t, 5*time.Second, name+" budget_exhausted", func() bool {
+					_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": name, "reason": "budget_exhausted"})
+					return ok
+				})
+			}
+			stop()
+		})
+	}
+}

@@ -244,7 +244,11 @@ func (p *probe) setupDir() error {
 	if unix.Fstat(d.fd, &st) == nil {
 		p.devID = st.Dev
 	}
-	p.bud = p.budget(p.devID)
+	if p.cfg.Kind == config.KindWAL {
+		// Only WAL bursts spend the budget; the read working set is
+		// written once and then only read.
+		p.bud = p.budget(p.devID)
+	}
 	p.publishTarget()
 	p.checkODirect()
 
@@ -356,7 +360,6 @@ func (p *probe) setupDevice() error {
 	p.target = blockdev.Target{Path: p.cfg.Device, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev),
 		Device: deviceName(p.sysfs, unix.Major(st.Rdev), unix.Minor(st.Rdev))}
 	p.devID = st.Rdev
-	p.bud = p.budget(p.devID)
 	p.publishTarget()
 	return p.useReadFD(fd, int64(size), 0)
 }

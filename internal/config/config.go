@@ -75,7 +75,9 @@ type Probe struct {
 	StallThreshold time.Duration `yaml:"stall_threshold"`
 	// MinFree is the free-space floor the probe refuses to cross.
 	MinFree ByteSize `yaml:"min_free"`
-	// DailyWriteBudget caps the bytes the probe dirties per 24 h.
+	// DailyWriteBudget caps the bytes WAL probes dirty per 24 h on the
+	// probe's filesystem. WAL probes on one filesystem share one budget:
+	// the smallest of theirs. Read probes do not spend it.
 	DailyWriteBudget ByteSize `yaml:"daily_write_budget"`
 
 	// Line is where the probe starts in the config file, for error messages.
