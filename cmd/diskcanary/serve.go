@@ -31,6 +31,8 @@ type serveFlags struct {
 	listen        []string
 	webConfig     string
 	telemetryPath string
+	deviceInclude string
+	deviceExclude string
 	maxRequests   int
 	logLevel      string
 	logFormat     string
@@ -69,6 +71,8 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl.IntVar(&f.maxRequests, "web.max-requests", 100, "maximum parallel scrapes; more get 503 (0 = no limit)")
 	fl.StringVar(&f.logLevel, "log.level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log.format", "logfmt", "log format: logfmt, json")
+	fl.StringVar(&f.deviceInclude, "collector.diskstats.device-include", "", "regex of kernel device names to export (replaces the config's filter)")
+	fl.StringVar(&f.deviceExclude, "collector.diskstats.device-exclude", "", "regex of kernel device names to leave out (replaces the config's filter)")
 	fl.StringVar(&f.procfs, "path.procfs", "/proc", "procfs mountpoint (the host's /proc in a container)")
 	fl.StringVar(&f.sysfs, "path.sysfs", "/sys", "sysfs mountpoint (the host's /sys in a container)")
 	for _, p := range collector.Parts {
@@ -93,6 +97,17 @@ func (f *serveFlags) loadConfig(cmd *cobra.Command) (*config.Config, map[string]
 	}
 	if len(f.probeDirs) > 0 {
 		c.Probes.Targets = config.DefaultProbes(f.probeDirs)
+		if err := c.Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	// A device filter flag replaces the file's filter (include and exclude
+	// are exclusive, as in the file).
+	if inc, exc := cmd.Flags().Changed("collector.diskstats.device-include"), cmd.Flags().Changed("collector.diskstats.device-exclude"); inc || exc {
+		if inc && exc {
+			return nil, nil, fmt.Errorf("--collector.diskstats.device-include and --collector.diskstats.device-exclude are mutually exclusive")
+		}
+		c.Diskstats.DeviceInclude, c.Diskstats.DeviceExclude = f.deviceInclude, f.deviceExclude
 		if err := c.Validate(); err != nil {
 			return nil, nil, err
 		}
@@ -149,6 +164,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 			}
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "config OK: %d probe(s)%s\n", len(c.Probes.Targets), describeProbes(c))
+		fmt.Fprintf(cmd.OutOrStdout(), "diskstats: %s\n", describeDeviceFilter(c.Diskstats))
 		return nil
 	}
 
@@ -231,4 +247,14 @@ func describeProbes(c *config.Config) string {
 		fmt.Fprintf(&b, "\n  %s: %s on %s, %d ops every %v", p.Name, p.Kind, where, p.Ops, p.Interval)
 	}
 	return b.String()
+}
+
+func describeDeviceFilter(d config.Diskstats) string {
+	switch {
+	case d.DeviceInclude != "":
+		return "devices matching " + d.DeviceInclude
+	case d.DeviceExclude != "":
+		return "devices not matching " + d.DeviceExclude
+	}
+	return "devices not matching " + config.DefaultDeviceExclude + " (default)"
 }

@@ -47,3 +47,17 @@ func TestBadLogLevel(t *testing.T) {
 	_, _, err := runCLI(t, "serve", "--log.level", "loud", "--config.check")
 	require.ErrorContains(t, err, "--log.level")
 }
+
+func TestDiskstatsFilterFlags(t *testing.T) {
+	out, code, err := runCLI(t, "serve", "--config.check", "--collector.diskstats.device-include", "^loop")
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "diskstats: devices matching ^loop\n")
+	out, _, err = runCLI(t, "serve", "--config.check")
+	require.NoError(t, err)
+	require.Contains(t, out, "(default)")
+	_, _, err = runCLI(t, "serve", "--config.check", "--collector.diskstats.device-exclude", "([")
+	require.ErrorContains(t, err, "device_exclude")
+	_, _, err = runCLI(t, "serve", "--config.check", "--collector.diskstats.device-include", "a", "--collector.diskstats.device-exclude", "b")
+	require.ErrorContains(t, err, "mutually exclusive")
+}
