@@ -32,16 +32,16 @@ type readRecorder interface {
 }
 
 // inflight tracks the single op in flight on a target, for the stall
-// watchdog. It holds the op's start in nanoseconds since base, 0 when idle.
+// watchdog. It holds the op's start on the runtime's monotonic clock
+// (cheaper than time.Now on every op), 0 when idle.
 type inflight struct {
-	base  time.Time
 	start atomic.Int64
 }
 
-func newInflight() *inflight { return &inflight{base: time.Now()} }
+func newInflight() *inflight { return &inflight{} }
 
 func (f *inflight) begin() {
-	f.start.Store(int64(time.Since(f.base)) | 1) // |1 keeps it non-zero at base
+	f.start.Store(nanotime() | 1) // |1 keeps it non-zero
 }
 
 func (f *inflight) end() { f.start.Store(0) }
@@ -52,7 +52,7 @@ func (f *inflight) age() time.Duration {
 	if s == 0 {
 		return 0
 	}
-	return time.Since(f.base) - time.Duration(s)
+	return time.Duration(nanotime() - s)
 }
 
 // opError is a failed syscall with the stage it failed in; reason() gives a
