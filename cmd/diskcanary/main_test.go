@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/diskcanary/diskcanary/internal/testfs"
@@ -37,5 +38,7 @@ func diskcanaryCmd(t *testing.T, wrap func(name string, args ...string) *exec.Cm
 	}
 	cmd := wrap(self)
 	cmd.Env = append(os.Environ(), asMainEnv+"="+strings.Join(args, "\x1f"))
+	// A daemon started by a test dies with the test binary.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }

@@ -64,6 +64,9 @@ func Start(tb testing.TB, backing string, args ...string) *Mounted {
 	cmd := exec.Command(self, append([]string{"--backing", backing, "--mountpoint", mnt, "--control", sock}, args...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stderr = os.Stderr
+	// If the test binary dies (a timeout panic skips cleanups), the server
+	// releases held ops and unmounts instead of leaving a dead mount.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
