@@ -14,15 +14,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/diskcanary/diskcanary/internal/testenv"
+)
 
 func get(url string) (int, string, error) {
 	resp, err := http.Get(url)
@@ -58,7 +52,7 @@ func TestServeEndToEndAndSIGTERMCleanup(t *testing.T) {
 smart:
   enabled: false
 `, dir)), 0o600))
-	addr := freePort(t)
+	addr := testenv.FreeAddr(t)
 	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs

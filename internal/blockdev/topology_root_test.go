@@ -3,13 +3,13 @@ package blockdev
 import (
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // On the running kernel's sysfs: a partitioned loop device's partition
@@ -17,12 +17,7 @@ import (
 // fixture's). dm and md need kernel modules this test cannot count on; the
 // fixture tree covers them.
 func TestPartitionOnRealSysfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for losetup; run the tests as root")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("needs losetup (util-linux)")
-	}
+	testenv.RequireRoot(t)
 	img := filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
 	require.NoError(t, err)
@@ -38,11 +33,7 @@ func TestPartitionOnRealSysfs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	out, err := exec.Command("losetup", "--find", "--show", "--partscan", img).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	loop := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", loop).Run() })
-	disk := filepath.Base(loop)
+	disk := filepath.Base(testenv.LoopDevice(t, img, "--partscan"))
 	part := disk + "p1"
 	deadline := time.Now().Add(2 * time.Second)
 	for {

@@ -1,12 +1,8 @@
 package rulegen
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -14,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
-
-const blkioRoot = "/sys/fs/cgroup/blkio"
 
 // TestFleetDriftEndToEnd: six `diskcanary serve` on six loop-device ext4
 // filesystems, one of them slowed by the cgroup-v1 blkio write-IOPS
@@ -31,21 +25,8 @@ func TestFleetDriftEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the fleet-drift end-to-end test")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("not root: the fleet-drift end-to-end test needs loop devices, mounts and the blkio cgroup (bash .ci/run runs it)")
-	}
-	prometheus, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("no prometheus binary (Debian package prometheus): skipping the fleet-drift end-to-end test")
-	}
-	for _, tool := range []string{"losetup", "mkfs.ext4", "mount", "umount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: skipping", tool)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_iops_device")); err != nil {
-		t.Skipf("no cgroup-v1 blkio throttle at %s: skipping", blkioRoot)
-	}
+	testenv.RequireRoot(t)
+	testenv.PrometheusBin(t) // skip before building anything
 	start := time.Now()
 	bin := buildDiskcanary(t)
 
@@ -57,35 +38,19 @@ func TestFleetDriftEndToEnd(t *testing.T) {
 	}
 	inst := make([]*instance, members)
 	for i := range inst {
-		dev, mnt := loopFilesystem(t, i)
+		// ext4 images on tmpfs, so the unthrottled instances are fast and
+		// alike.
+		mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 160<<20, "ext4")
 		inst[i] = &instance{dev: dev, name: filepath.Base(dev), mnt: mnt}
 	}
 
 	// The throttle: 15 write IOPS on the slowed instance's loop device. Each
 	// fdatasync of the WAL pattern writes a data page from the caller's
-	// context, so it waits ~1/15 s; reads are not throttled.
-	cg := filepath.Join(blkioRoot, fmt.Sprintf("diskcanary-e2e-%d", os.Getpid()))
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		t.Fatalf("create blkio cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		// Runs after the daemons stopped (cleanups are LIFO); move any
-		// leftover task to the root first so rmdir succeeds.
-		if data, err := os.ReadFile(filepath.Join(cg, "cgroup.procs")); err == nil {
-			for _, pid := range strings.Fields(string(data)) {
-				_ = os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(pid), 0o644)
-			}
-		}
-		if err := os.Remove(cg); err != nil {
-			t.Errorf("remove cgroup %s: %v", cg, err)
-		}
-	})
-	var st unix.Stat_t
-	if err := unix.Stat(inst[slow].dev, &st); err != nil {
-		t.Fatal(err)
-	}
-	throttle := fmt.Sprintf("%d:%d 15", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
-	writeFile(t, filepath.Join(cg, "blkio.throttle.write_iops_device"), throttle)
+	// context, so it waits ~1/15 s; reads are not throttled. The cgroup is
+	// removed after the daemons stopped (cleanups are LIFO).
+	const writeIOPS = 15
+	cg := testenv.NewThrottle(t, inst[slow].dev, writeIOPS)
+	throttle := fmt.Sprintf("%s %d", testenv.DevNumbers(t, inst[slow].dev), writeIOPS)
 
 	for i, in := range inst {
 		cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
@@ -102,7 +67,7 @@ smart:
 		in.d = startServe(t, bin, "--config.file", cfg)
 		in.addr = in.d.addr
 		if i == slow {
-			writeFile(t, filepath.Join(cg, "cgroup.procs"), strconv.Itoa(in.d.cmd.Process.Pid))
+			cg.Add(t, in.d.cmd.Process.Pid)
 		}
 	}
 	t.Logf("6 instances on %v; %s throttled to %q (pid %d)", names(inst, func(in *instance) string { return in.name + "@" + in.addr }),
@@ -121,17 +86,17 @@ smart:
 	if err != nil {
 		t.Fatal(err)
 	}
-	promDir := t.TempDir()
-	writeFile(t, filepath.Join(promDir, "rules.yml"), string(rules))
+	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
+	writeFile(t, rulesFile, string(rules))
 	var targets []string
 	for _, in := range inst {
 		targets = append(targets, strconv.Quote(in.addr))
 	}
-	writeFile(t, filepath.Join(promDir, "prometheus.yml"), fmt.Sprintf(`global:
+	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
   evaluation_interval: 1s
-rule_files: [rules.yml]
+rule_files: [%q]
 scrape_configs:
   - job_name: diskcanary
     static_configs:
@@ -140,17 +105,12 @@ scrape_configs:
       # The cohort: what a fleet would set from an instance type or volume type.
       - target_label: cohort
         replacement: %s
-`, strings.Join(targets, ", "), cohort))
-	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, prometheus, "--config.file="+filepath.Join(promDir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(promDir, "data"), "--web.listen-address="+promAddr, "--log.level=warn")
-	api := "http://" + promAddr
-	waitHTTP(t, api+"/-/ready", 30*time.Second)
+`, rulesFile, strings.Join(targets, ", "), cohort), "--log.level=warn")
 
 	slowAddr := inst[slow].addr
 	firing := func(alert string) []string {
 		var out []string
-		for _, a := range promAlerts(t, api) {
+		for _, a := range prom.Alerts(t) {
 			if a.Labels["alertname"] == alert && a.State == "firing" {
 				out = append(out, a.Labels["instance"])
 			}
@@ -165,12 +125,12 @@ scrape_configs:
 			break
 		}
 		if time.Now().After(deadline) {
-			logState(t, api)
+			logState(t, prom)
 			t.Fatalf("after 150 s: fleet drift firing for %v, fdatasync slow firing for %v; want both for %s", drift, etcd, slowAddr)
 		}
 		time.Sleep(2 * time.Second)
 	}
-	logState(t, api)
+	logState(t, prom)
 	t.Logf("both alerts fire for %s after %v", slowAddr, time.Since(start).Round(time.Second))
 	if drift := firing("DiskcanaryFdatasyncFleetDrift"); len(drift) != 1 || drift[0] != slowAddr {
 		t.Errorf("fleet drift fires for %v; want exactly [%s]", drift, slowAddr)
@@ -179,7 +139,7 @@ scrape_configs:
 	if drift := firing("DiskcanaryReadFleetDrift"); len(drift) > 0 {
 		t.Errorf("read fleet drift fires for %v; reads were not throttled", drift)
 	}
-	for _, a := range promAlerts(t, api) {
+	for _, a := range prom.Alerts(t) {
 		if a.Labels["alertname"] == "DiskcanaryFdatasyncFleetDrift" && a.Labels["cohort"] != cohort {
 			t.Errorf("fleet drift alert cohort %q, want %q", a.Labels["cohort"], cohort)
 		}
@@ -219,7 +179,7 @@ scrape_configs:
 					t.Errorf("%s: no value for %s", file, m)
 					return ""
 				})
-				res := promQuery(t, api, q)
+				res := prom.Query(t, q)
 				n := len(res)
 				if panel.Title == "Fleet-drift outliers" && (n != 1 || res[0].Value[1] != "1") {
 					t.Errorf("Fleet-drift outliers = %v, want 1 (the throttled instance)", res)
@@ -263,113 +223,17 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// loopFilesystem makes an ext4 filesystem on a loop device backed by a
-// tmpfs file (so the unthrottled instances are fast and alike) and mounts
-// it; everything is undone in Cleanup.
-func loopFilesystem(t *testing.T, i int) (dev, mnt string) {
-	t.Helper()
-	img := filepath.Join("/dev/shm", fmt.Sprintf("diskcanary-e2e-%d-%d.img", os.Getpid(), i))
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.Remove(img) })
-	if err := os.Truncate(img, 160<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev = strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4 %s: %v: %s", dev, err, out)
-	}
-	mnt = t.TempDir()
-	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount %s: %v: %s", dev, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
-	return dev, mnt
-}
-
-type promAlert struct {
-	Labels map[string]string `json:"labels"`
-	State  string            `json:"state"`
-	Value  string            `json:"value"`
-}
-
-func promGet(t *testing.T, u string, into any) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	var env struct {
-		Status string          `json:"status"`
-		Data   json.RawMessage `json:"data"`
-		Error  string          `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	if env.Status != "success" {
-		t.Fatalf("GET %s: %s", u, env.Error)
-	}
-	if err := json.Unmarshal(env.Data, into); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func promAlerts(t *testing.T, api string) []promAlert {
-	var data struct {
-		Alerts []promAlert `json:"alerts"`
-	}
-	promGet(t, api+"/api/v1/alerts", &data)
-	return data.Alerts
-}
-
-type promSample struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`
-}
-
-func promQuery(t *testing.T, api, q string) []promSample {
-	var data struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	}
-	promGet(t, api+"/api/v1/query?query="+url.QueryEscape(q), &data)
-	if data.ResultType != "vector" {
-		t.Fatalf("query %s: result type %s", q, data.ResultType)
-	}
-	var out []promSample
-	if err := json.Unmarshal(data.Result, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // logState prints the per-instance p99s, the cohort median and the alerts.
-func logState(t *testing.T, api string) {
+func logState(t *testing.T, prom *testenv.Prometheus) {
 	for _, q := range []string{quantileRule("fdatasync", "p99", "15m"), samplesRule("fdatasync", "15m"), cohortMedianRule("fdatasync"), cohortMembersRule("fdatasync")} {
 		var lines []string
-		for _, s := range promQuery(t, api, q) {
+		for _, s := range prom.Query(t, q) {
 			lines = append(lines, fmt.Sprintf("%s=%v", s.Metric["instance"]+s.Metric["cohort"], s.Value[1]))
 		}
 		sort.Strings(lines)
 		t.Logf("%s: %s", q, strings.Join(lines, " "))
 	}
-	for _, a := range promAlerts(t, api) {
+	for _, a := range prom.Alerts(t) {
 		t.Logf("alert %s %s instance=%s probe=%s", a.Labels["alertname"], a.State, a.Labels["instance"], a.Labels["probe"])
 	}
 }

@@ -1,7 +1,9 @@
 // Package testenv makes real slow and broken disks for tests: small
 // filesystems on loop devices, and the cgroup-v1 blkio throttle that slows
 // one loop device for one process tree. Everything needs root; callers skip
-// with a clear message otherwise (CI runs as root).
+// with a clear message otherwise (CI runs as root). It also runs the
+// processes end-to-end tests need, a real Prometheus among them
+// (prometheus.go, process.go).
 package testenv
 
 import (
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,12 +33,31 @@ func RequireRoot(tb testing.TB) {
 // device path.
 func LoopFS(tb testing.TB, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
 	tb.Helper()
+	return LoopFSIn(tb, "", size, fstype, mkfsArgs...)
+}
+
+// LoopFSIn is LoopFS with the backing file in dir: "/dev/shm" puts it on
+// tmpfs, so the device is fast and several of them alike; "" is the
+// test's temporary directory, as LoopFS.
+func LoopFSIn(tb testing.TB, dir string, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
+	tb.Helper()
 	RequireRoot(tb)
-	img := filepath.Join(tb.TempDir(), "fs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
+	requireTools(tb, "losetup", "mkfs."+fstype, "mount")
+	if dir == "" {
+		dir = tb.TempDir()
+	}
+	f, err := os.CreateTemp(dir, "diskcanary-testenv-*.img")
+	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.Truncate(img, size); err != nil {
+	img := f.Name()
+	// Removed last: after the unmount and the detach below.
+	tb.Cleanup(func() { _ = os.Remove(img) })
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		tb.Fatal(err)
 	}
 	args := []string{"-q"}
@@ -49,12 +71,7 @@ func LoopFS(tb testing.TB, size int64, fstype string, mkfsArgs ...string) (mnt, 
 	if out, err := exec.Command("mkfs."+fstype, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("mkfs.%s: %v: %s", fstype, err, out)
 	}
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	if err != nil {
-		tb.Fatalf("losetup: %v", err)
-	}
-	dev = strings.TrimSpace(string(out))
-	tb.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	dev = LoopDevice(tb, img)
 	mnt = tb.TempDir()
 	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
 		tb.Fatalf("mount %s: %v: %s", dev, err, out)
@@ -62,6 +79,38 @@ func LoopFS(tb testing.TB, size int64, fstype string, mkfsArgs ...string) (mnt, 
 	// Registered after TempDir's own cleanup, so it runs first.
 	tb.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 	return mnt, dev
+}
+
+// LoopDevice attaches the image file img to a free loop device, with
+// extra losetup options (e.g. "--partscan"), detaches it at cleanup, and
+// returns the device path. For a raw device with no filesystem, such as a
+// partition table written by the test.
+func LoopDevice(tb testing.TB, img string, losetupArgs ...string) string {
+	tb.Helper()
+	RequireRoot(tb)
+	requireTools(tb, "losetup")
+	args := append([]string{"--find", "--show"}, losetupArgs...)
+	out, err := exec.Command("losetup", append(args, img)...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		tb.Fatalf("losetup %s: %v: %s", img, err, stderr)
+	}
+	dev := strings.TrimSpace(string(out))
+	tb.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	return dev
+}
+
+// requireTools skips the test unless every named command is on PATH.
+func requireTools(tb testing.TB, names ...string) {
+	tb.Helper()
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			tb.Skipf("skipping: needs %s on PATH", name)
+		}
+	}
 }
 
 // DevNumbers is "MAJ:MIN" of a block device node.
@@ -107,6 +156,14 @@ func NewThrottle(tb testing.TB, dev string, writeIOPS int) *Throttle {
 		tb.Fatalf("blkio throttle %q: %v", rule, err)
 	}
 	return &Throttle{Path: path}
+}
+
+// Add moves the running process pid into the throttled group.
+func (t *Throttle) Add(tb testing.TB, pid int) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(t.Path, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		tb.Fatalf("blkio cgroup %s: add pid %d: %v", t.Path, pid, err)
+	}
 }
 
 // Command returns cmd wrapped so the process joins the throttled group
