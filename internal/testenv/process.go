@@ -41,6 +41,8 @@ func StartProcess(tb testing.TB, bin string, args ...string) *Process {
 	}
 	p.Cmd = exec.Command(bin, args...)
 	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
+	// It dies with the test binary, even when a timeout panic skips cleanups.
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.Cmd.Start(); err != nil {
 		_ = logf.Close()
 		tb.Fatalf("start %s: %v", bin, err)
