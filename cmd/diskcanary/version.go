@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
@@ -15,5 +16,17 @@ func newVersionCmd() *cobra.Command {
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), version.Print("diskcanary"))
 		},
+	}
+}
+
+// Built without deploy/build.sh's ldflags (go run, go install), the version
+// would print empty: use the module version go install records, else "devel".
+func init() {
+	if version.Version != "" {
+		return
+	}
+	version.Version = "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version.Version = bi.Main.Version
 	}
 }
