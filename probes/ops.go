@@ -12,6 +12,7 @@ package probes
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 )
 
 // pageSize is the unit the kernel dirties and accounts (/proc/PID/io write_bytes).
-var pageSize = int64(unix.Getpagesize())
+var (
+	pageSize  = int64(unix.Getpagesize())
+	pageShift = uint(bits.TrailingZeros64(uint64(pageSize)))
+)
 
 // walRecorder receives one WAL op's timings. Implementations must not allocate.
 type walRecorder interface {
@@ -40,10 +44,17 @@ type inflight struct {
 
 func newInflight() *inflight { return &inflight{} }
 
-func (f *inflight) begin() {
-	f.start.Store(nanotime() | 1) // |1 keeps it non-zero
-}
+func (f *inflight) begin() { f.mark(nanotime()) }
 
+// mark records an op that started at now (a nanotime reading).
+//
+//go:nosplit
+func (f *inflight) mark(now int64) { f.start.Store(now | 1) } // |1 keeps it non-zero
+
+// end marks the op done. mark and end run in syscall state, where the
+// stack must not grow: nosplit.
+//
+//go:nosplit
 func (f *inflight) end() { f.start.Store(0) }
 
 // age is how long the current op has been in flight (0 when idle).
@@ -132,9 +143,10 @@ func pagesDirtied(off, n int64) int64 {
 	if n <= 0 {
 		return 0
 	}
-	first := off / pageSize
-	last := (off + n - 1) / pageSize
-	return (last - first + 1) * pageSize
+	// Shifts, not divisions: this runs once per op.
+	first := off >> pageShift
+	last := (off + n - 1) >> pageShift
+	return (last - first + 1) << pageShift
 }
 
 // runWAL does n × {pwrite(bs at off); fdatasync} sequentially from off,
@@ -149,9 +161,7 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 		if stop != nil && stop.Load() {
 			return off, dirtied, errInterrupted
 		}
-		fl.begin()
-		w, wrote, err := timedPwrite(fd, buf, off)
-		fl.end()
+		w, wrote, err := timedPwrite(fl, fd, buf, off)
 		if err != nil {
 			return off, dirtied, &opError{"write", path, err}
 		}
@@ -159,9 +169,7 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 			return off, dirtied, &opError{"write", path, errShortIO}
 		}
 		dirtied += pagesDirtied(off, bs)
-		fl.begin()
-		synced, err := timedFdatasync(fd)
-		fl.end()
+		synced, err := timedFdatasync(fl, fd)
 		if err != nil {
 			return off, dirtied, &opError{"fdatasync", path, err}
 		}
@@ -181,9 +189,7 @@ func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl 
 			return read, errInterrupted
 		}
 		off := rng.next() * bs
-		fl.begin()
-		r, d, err := timedPread(fd, buf, off)
-		fl.end()
+		r, d, err := timedPread(fl, fd, buf, off)
 		if err != nil {
 			return read, &opError{"read", path, err}
 		}

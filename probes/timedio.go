@@ -38,16 +38,20 @@ func exitsyscall()
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// timedIO runs one syscall and returns its result and its duration.
+// timedIO runs one syscall and returns its result and its duration. The
+// op is marked in flight (for the stall watchdog) from the same clock
+// reading that starts its measurement.
 // Buffers passed as uintptr are the probes' mmap'd aligned buffers, outside
 // the Go heap, so nothing needs keeping alive.
 //
 //go:nosplit
-func timedIO(trap, a1, a2, a3, a4 uintptr) (r1 uintptr, took time.Duration, err error) {
+func timedIO(fl *inflight, trap, a1, a2, a3, a4 uintptr) (r1 uintptr, took time.Duration, err error) {
 	entersyscall()
 	start := nanotime()
+	fl.mark(start)
 	r1, _, errno := unix.RawSyscall6(trap, a1, a2, a3, a4, 0, 0)
 	end := nanotime()
+	fl.end()
 	exitsyscall()
 	if errno != 0 {
 		return 0, 0, errno
@@ -55,17 +59,17 @@ func timedIO(trap, a1, a2, a3, a4 uintptr) (r1 uintptr, took time.Duration, err 
 	return r1, time.Duration(end - start), nil
 }
 
-func timedPwrite(fd int, b []byte, off int64) (int, time.Duration, error) {
-	n, d, err := timedIO(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off))
+func timedPwrite(fl *inflight, fd int, b []byte, off int64) (int, time.Duration, error) {
+	n, d, err := timedIO(fl, unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off))
 	return int(n), d, err
 }
 
-func timedPread(fd int, b []byte, off int64) (int, time.Duration, error) {
-	n, d, err := timedIO(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off))
+func timedPread(fl *inflight, fd int, b []byte, off int64) (int, time.Duration, error) {
+	n, d, err := timedIO(fl, unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off))
 	return int(n), d, err
 }
 
-func timedFdatasync(fd int) (time.Duration, error) {
-	_, d, err := timedIO(unix.SYS_FDATASYNC, uintptr(fd), 0, 0, 0)
+func timedFdatasync(fl *inflight, fd int) (time.Duration, error) {
+	_, d, err := timedIO(fl, unix.SYS_FDATASYNC, uintptr(fd), 0, 0, 0)
 	return d, err
 }
