@@ -32,14 +32,14 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 	var off int64
 	allocs := testing.AllocsPerRun(200, func() {
 		wal.syncs = wal.syncs[:0]
-		off, _, err = runWAL(fd, wal.buf, off, 1, wal, wal.fl, &wal.stop, "x")
+		off, _, err = runWAL(fd, wal.buf, off, 1, wal, wal.fl, &wal.stop, "x", false)
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per WAL op")
 
 	rr := readyProbe(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: t.TempDir(), WorkingSet: 4 << 20, MinFree: 1})
 	allocs = testing.AllocsPerRun(200, func() {
-		_, err = runReads(rr.fd, rr.buf, rr.picker, 1, rr, rr.fl, &rr.stop, "x")
+		_, err = runReads(rr.fd, rr.buf, rr.picker, 1, rr, rr.fl, &rr.stop, "x", false)
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per read op")
@@ -62,7 +62,7 @@ func BenchmarkWALOp(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	_, _, err = runWAL(fd, p.buf, 0, b.N, p, p.fl, &p.stop, "x")
+	_, _, err = runWAL(fd, p.buf, 0, b.N, p, p.fl, &p.stop, "x", false)
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N), "ns/op-wall")
 	require.NoError(b, err)
 }
@@ -76,6 +76,6 @@ func BenchmarkReadOp(b *testing.B) {
 	p := readyProbe(b, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 64 << 20, MinFree: 1})
 	b.ReportAllocs()
 	b.ResetTimer()
-	_, err := runReads(p.fd, p.buf, p.picker, b.N, p, p.fl, &p.stop, "x")
+	_, err := runReads(p.fd, p.buf, p.picker, b.N, p, p.fl, &p.stop, "x", false)
 	require.NoError(b, err)
 }

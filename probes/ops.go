@@ -153,15 +153,16 @@ func pagesDirtied(off, n int64) int64 {
 // timing the write and the fdatasync separately on the monotonic clock. It
 // returns the next offset and the bytes dirtied. stop is checked between
 // ops so shutdown never waits for a whole cycle.
-// The clock is read inside the syscall wrapper (timedio.go).
-func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string) (int64, int64, error) {
+// The clock is read inside the syscall wrapper (timedio.go); raw is for
+// check only (see timedIO).
+func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
 	for i := 0; i < n; i++ {
 		if stop != nil && stop.Load() {
 			return off, dirtied, errInterrupted
 		}
-		w, wrote, err := timedPwrite(fl, fd, buf, off)
+		w, wrote, err := timedPwrite(fl, raw, fd, buf, off)
 		if err != nil {
 			return off, dirtied, &opError{"write", path, err}
 		}
@@ -169,7 +170,7 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 			return off, dirtied, &opError{"write", path, errShortIO}
 		}
 		dirtied += pagesDirtied(off, bs)
-		synced, err := timedFdatasync(fl, fd)
+		synced, err := timedFdatasync(fl, raw, fd)
 		if err != nil {
 			return off, dirtied, &opError{"fdatasync", path, err}
 		}
@@ -181,7 +182,7 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 
 // runReads does n O_DIRECT preads of len(buf) bytes at uniform random
 // aligned offsets in [lo, hi) blocks.
-func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string) (int64, error) {
+func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, error) {
 	var read int64
 	bs := int64(len(buf))
 	for i := 0; i < n; i++ {
@@ -189,7 +190,7 @@ func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl 
 			return read, errInterrupted
 		}
 		off := rng.next() * bs
-		r, d, err := timedPread(fl, fd, buf, off)
+		r, d, err := timedPread(fl, raw, fd, buf, off)
 		if err != nil {
 			return read, &opError{"read", path, err}
 		}

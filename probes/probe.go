@@ -115,7 +115,7 @@ func (p *probe) cycle() error {
 	}
 	switch {
 	case p.cfg.Kind == config.KindRandRead:
-		n, err := runReads(p.fd, p.buf, p.picker, p.cfg.Ops, p, p.fl, &p.stop, p.cfg.Dir+p.cfg.Device)
+		n, err := runReads(p.fd, p.buf, p.picker, p.cfg.Ops, p, p.fl, &p.stop, p.cfg.Dir+p.cfg.Device, false)
 		p.m.readBytes.WithLabelValues(p.cfg.Name).Add(float64(n))
 		return err
 	case p.cfg.Layout == config.LayoutOverwrite:
@@ -153,7 +153,7 @@ func (p *probe) walCycle(fresh bool) error {
 	}
 	flushesBefore, flushOK := p.deviceFlushes()
 	p.syncs = p.syncs[:0]
-	next, dirtied, err := runWAL(fd, p.buf, off, p.cfg.Ops, p, p.fl, &p.stop, filepath.Join(p.dir.path, p.walFile()))
+	next, dirtied, err := runWAL(fd, p.buf, off, p.cfg.Ops, p, p.fl, &p.stop, filepath.Join(p.dir.path, p.walFile()), false)
 	p.m.written.WithLabelValues(p.cfg.Name).Add(float64(dirtied))
 	p.bud.spend(dirtied + int64(len(p.syncs))*journalPerSync)
 	if !fresh {
