@@ -46,9 +46,13 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 }
 
 // BenchmarkWALOp is one sequential 2300-byte write + fdatasync as the
-// daemon does it; bench/probe-overhead compares it with fio on tmpfs,
-// where fdatasync is nearly free and only the tool's overhead is left.
-func BenchmarkWALOp(b *testing.B) {
+// daemon does it (syscall state); BenchmarkWALOpCheck as check does it (raw
+// syscalls). bench/probe-overhead compares both with fio on tmpfs, where
+// fdatasync is nearly free and only the tool's overhead is left.
+func BenchmarkWALOp(b *testing.B)      { benchWAL(b, false) }
+func BenchmarkWALOpCheck(b *testing.B) { benchWAL(b, true) }
+
+func benchWAL(b *testing.B, raw bool) {
 	dir := b.TempDir()
 	if d := benchDir(); d != "" {
 		dir = d
@@ -62,7 +66,7 @@ func BenchmarkWALOp(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	_, _, err = runWAL(fd, p.buf, 0, b.N, p, p.fl, &p.stop, "x", false)
+	_, _, err = runWAL(fd, p.buf, 0, b.N, p, p.fl, &p.stop, "x", raw)
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N), "ns/op-wall")
 	require.NoError(b, err)
 }
