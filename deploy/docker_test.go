@@ -7,7 +7,6 @@ import (
 	"fmt"
 	goversion "go/version"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // repoRoot is where go test runs this package from, one level down.
@@ -239,10 +240,7 @@ func TestBuildStampsVersion(t *testing.T) {
 	require.Contains(t, string(out), "build user:       builder@ci")
 	require.Contains(t, string(out), "build date:       20261123-11:22:33")
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)
 	serve := exec.Command(bin, "serve", "--web.listen-address", addr, "--no-collector.probes", "--no-collector.smart")
 	var logs bytes.Buffer
 	serve.Stdout, serve.Stderr = &logs, &logs

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 var unitFile = filepath.Join(repoRoot, "deploy/systemd/diskcanary.service")
@@ -255,10 +256,7 @@ func TestSystemdClosestRun(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)
 	args = append(args, "--config.file="+cfg, "--web.listen-address="+addr)
 
 	caps := []string{}

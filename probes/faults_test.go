@@ -138,10 +138,7 @@ func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
 		require.NoError(t, err)
 	}
 	f.Close()
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	require.NoError(t, err)
-	dev := string(out[:len(out)-1])
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	dev := testenv.LoopDevice(t, img)
 	_, gather, stop := startEngine(t, config.Probe{Name: "raw", Kind: config.KindRandRead, Device: dev,
 		Interval: 20 * time.Millisecond, Ops: 50})
 	waitFor(t, 5*time.Second, "reads", func() bool {

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -16,86 +15,26 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-// TestServeHelper is the daemon when this test binary is re-run by
-// startDaemon: the real serve command in its own process, so it can be
-// stopped with SIGTERM like under systemd or the kubelet.
-func TestServeHelper(t *testing.T) {
-	args := os.Getenv("DISKCANARY_SERVE_ARGS")
-	if args == "" {
-		t.Skip("helper for the end-to-end serve tests")
-	}
-	root := newRootCmd()
-	var argv []string
-	if err := json.Unmarshal([]byte(args), &argv); err != nil {
-		t.Fatal(err)
-	}
-	root.SetArgs(argv)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		os.Exit(1)
-	}
-}
-
-// startDaemon runs `diskcanary serve args...` on a free localhost port and
-// returns its address once it accepts connections.
+// startDaemon runs `diskcanary serve args...` in its own process (so it
+// stops with SIGTERM like under systemd or the kubelet) on a free localhost
+// port and returns its address once it accepts connections.
 func startDaemon(t *testing.T, args ...string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	args = append([]string{"serve", "--web.listen-address", addr}, args...)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestServeHelper$", "-test.count=1")
-	argv, err := json.Marshal(args)
-	require.NoError(t, err)
-	cmd.Env = append(os.Environ(), "DISKCANARY_SERVE_ARGS="+string(argv))
-	logs, err := os.Create(filepath.Join(t.TempDir(), "daemon.log"))
-	require.NoError(t, err)
-	defer logs.Close()
-	cmd.Stdout, cmd.Stderr = logs, logs
-	logText := func() string { b, _ := os.ReadFile(logs.Name()); return string(b) }
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", logText())
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			t.Fatalf("daemon exited: %v\n%s", waitErr, logText())
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("daemon did not listen on %s\n%s", addr, logText())
-	return ""
+	addr := testenv.FreeAddr(t)
+	p := testenv.StartCmd(t, diskcanaryCmd(t, nil, append([]string{"serve", "--web.listen-address", addr}, args...)...))
+	p.WaitListening(t, addr, 20*time.Second)
+	return addr
 }
 
 // selfSignedCert writes a P-256 certificate for 127.0.0.1 and its key.

@@ -46,26 +46,8 @@ func startServe(t *testing.T, bin string, args ...string) *daemon {
 	addr := testenv.FreeAddr(t)
 	p := testenv.StartProcess(t, bin, append([]string{"serve", "--web.listen-address", addr, "--log.level", "warn"}, args...)...)
 	d := &daemon{cmd: p.Cmd, addr: addr, url: "http://" + addr + "/metrics"}
-	waitHTTP(t, d.url, 30*time.Second)
+	p.WaitListening(t, addr, 30*time.Second)
 	return d
-}
-
-func waitHTTP(t *testing.T, url string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not answering after %v: %v", url, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // scrape reads a /metrics page into metric families.

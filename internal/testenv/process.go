@@ -26,46 +26,81 @@ type Process struct {
 	Cmd *exec.Cmd
 	// Log is the file that takes the process's stdout and stderr.
 	Log string
+	// Done is closed when the process has exited.
+	Done <-chan struct{}
 }
 
-// StartProcess starts bin with args, its output going to a log file whose
-// tail is printed if the test fails, and stops it at cleanup: SIGTERM,
-// then SIGKILL after 10 s. It signals its own process only.
+// StartProcess starts bin with args; see StartCmd.
 func StartProcess(tb testing.TB, bin string, args ...string) *Process {
 	tb.Helper()
-	name := filepath.Base(bin)
-	p := &Process{Log: filepath.Join(tb.TempDir(), name+".log")}
+	return StartCmd(tb, exec.Command(bin, args...))
+}
+
+// StartCmd starts cmd, its output going to a log file whose tail is printed
+// if the test fails, and stops it at cleanup: SIGTERM, then SIGKILL after
+// 10 s. It signals its own process only.
+func StartCmd(tb testing.TB, cmd *exec.Cmd) *Process {
+	tb.Helper()
+	name := filepath.Base(cmd.Path)
+	p := &Process{Cmd: cmd, Log: filepath.Join(tb.TempDir(), name+".log")}
 	logf, err := os.Create(p.Log)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p.Cmd = exec.Command(bin, args...)
-	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// It dies with the test binary, even when a timeout panic skips cleanups.
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.Cmd.Start(); err != nil {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		tb.Fatalf("start %s: %v", bin, err)
+		tb.Fatalf("start %s: %v", name, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = p.Cmd.Wait(); close(done) }()
+	p.Done = done
+	go func() { _ = cmd.Wait(); close(done) }()
 	tb.Cleanup(func() {
-		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			_ = p.Cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-done
 		}
 		_ = logf.Close()
 		if tb.Failed() {
-			b, _ := os.ReadFile(p.Log)
-			const max = 16 << 10
-			if len(b) > max {
-				b = append([]byte("..."), b[len(b)-max:]...)
-			}
-			tb.Logf("%s output:\n%s", name, b)
+			tb.Logf("%s output:\n%s", name, p.logTail())
 		}
 	})
 	return p
+}
+
+func (p *Process) logTail() []byte {
+	b, _ := os.ReadFile(p.Log)
+	const max = 16 << 10
+	if len(b) > max {
+		b = append([]byte("..."), b[len(b)-max:]...)
+	}
+	return b
+}
+
+// WaitListening waits until addr accepts TCP connections, failing the test
+// at once if the process exits first.
+func (p *Process) WaitListening(tb testing.TB, addr string, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.Done:
+			tb.Fatalf("%s exited before listening on %s:\n%s", filepath.Base(p.Cmd.Path), addr, p.logTail())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("%s not listening on %s after %v:\n%s", filepath.Base(p.Cmd.Path), addr, timeout, p.logTail())
 }
