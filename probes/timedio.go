@@ -24,11 +24,11 @@ import (
 // syscall.Syscall does, so a hung op blocks only its own thread: a thread
 // in a raw syscall keeps its P, and a garbage collection's stop-the-world
 // would wait for a hung disk and /metrics with it. Syscall state has a
-// cost of its own, though: after 20 µs the runtime hands the P to another
-// thread, which competes for the CPU the kernel needs to finish a flush
-// (measured on 2 vCPUs: ext4 fdatasync p50 +6-10 % against fio, raw
-// +4 %). `check`, which serves nothing while it measures, runs with the
-// collector off and uses raw syscalls (raw=true); the daemon never does.
+// cost of its own, though: after 20 µs the runtime may hand the P to
+// another thread, which then competes for the CPUs the kernel needs to
+// finish the op. `check`, which serves nothing while it measures, runs
+// with the collector off and uses raw syscalls (raw=true), so the runtime
+// does nothing while an op is in flight, as in fio; the daemon never does.
 
 //go:linkname entersyscall runtime.entersyscall
 func entersyscall()
