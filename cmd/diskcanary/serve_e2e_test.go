@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -53,13 +52,7 @@ smart:
   enabled: false
 `, dir)), 0o600))
 	addr := testenv.FreeAddr(t)
-	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr))
 
 	var metrics string
 	require.Eventually(t, func() bool {
@@ -67,7 +60,7 @@ smart:
 		metrics = body
 		return err == nil && code == 200 && strings.Contains(body, `diskcanary_probe_runs_total{probe="wal"}`) &&
 			strings.Contains(body, `diskcanary_probe_runs_total{probe="rr"}`)
-	}, 20*time.Second, 50*time.Millisecond, "probe results on /metrics; logs:\n%s", &logs)
+	}, 20*time.Second, 50*time.Millisecond, "probe results on /metrics")
 	require.Contains(t, metrics, `diskcanary_fdatasync_duration_seconds_bucket{device=`)
 	require.Contains(t, metrics, `diskcanary_collector_success{collector="probes"} 1`)
 	require.Contains(t, metrics, "diskcanary_build_info")
@@ -78,12 +71,12 @@ smart:
 	require.Contains(t, landing, "/metrics")
 
 	// Stop it while a WAL burst is likely under way (50 syncs every 50 ms).
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, daemon.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case err := <-exited:
-		require.NoError(t, err, "clean exit on SIGTERM; logs:\n%s", &logs)
+	case <-daemon.Done:
+		require.True(t, daemon.Cmd.ProcessState.Success(), "clean exit on SIGTERM: %v", daemon.Cmd.ProcessState)
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no exit 10s after SIGTERM; logs:\n%s", &logs)
+		t.Fatal("no exit 10s after SIGTERM")
 	}
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
