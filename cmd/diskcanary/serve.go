@@ -95,11 +95,10 @@ func (f *serveFlags) loadConfig(cmd *cobra.Command) (*config.Config, map[string]
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(f.probeDirs) > 0 {
+	// Explicit flags beat the file; the result is validated like the file.
+	overridden := len(f.probeDirs) > 0
+	if overridden {
 		c.Probes.Targets = config.DefaultProbes(f.probeDirs)
-		if err := c.Validate(); err != nil {
-			return nil, nil, err
-		}
 	}
 	// A device filter flag replaces the file's filter (include and exclude
 	// are exclusive, as in the file).
@@ -108,6 +107,9 @@ func (f *serveFlags) loadConfig(cmd *cobra.Command) (*config.Config, map[string]
 			return nil, nil, fmt.Errorf("--collector.diskstats.device-include and --collector.diskstats.device-exclude are mutually exclusive")
 		}
 		c.Diskstats.DeviceInclude, c.Diskstats.DeviceExclude = f.deviceInclude, f.deviceExclude
+		overridden = true
+	}
+	if overridden {
 		if err := c.Validate(); err != nil {
 			return nil, nil, err
 		}
