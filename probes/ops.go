@@ -154,7 +154,7 @@ func pagesDirtied(off, n int64) int64 {
 // returns the next offset and the bytes dirtied. stop is checked between
 // ops so shutdown never waits for a whole cycle.
 // The clock is read inside the syscall wrapper (timedio.go); raw is for
-// check only (see timedIO).
+// check only (see there).
 func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
@@ -162,19 +162,12 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 		if stop != nil && stop.Load() {
 			return off, dirtied, errInterrupted
 		}
-		w, wrote, err := timedPwrite(fl, raw, fd, buf, off)
-		if err != nil {
-			return off, dirtied, &opError{"write", path, err}
+		op := timedWALOp(fl, raw, fd, buf, off)
+		dirtied += pagesDirtied(off, int64(op.wrote))
+		if op.err != nil {
+			return off, dirtied, &opError{op.stage, path, op.err}
 		}
-		if int64(w) != bs {
-			return off, dirtied, &opError{"write", path, errShortIO}
-		}
-		dirtied += pagesDirtied(off, bs)
-		synced, err := timedFdatasync(fl, raw, fd)
-		if err != nil {
-			return off, dirtied, &opError{"fdatasync", path, err}
-		}
-		rec.recordWAL(wrote, synced)
+		rec.recordWAL(op.write, op.fdatasync)
 		off += bs
 	}
 	return off, dirtied, nil
