@@ -120,6 +120,15 @@ func TestPermissionChild(t *testing.T) {
 		return ok
 	})
 	stop()
+	// Unprivileged, the probe thread cannot raise its priority (and says
+	// so in the log) but still measures.
+	errc := make(chan error)
+	go func() {
+		release, err := lockProbeThread()
+		release()
+		errc <- err
+	}()
+	require.ErrorIs(t, <-errc, unix.EACCES)
 	t.Log("reason=permission uid=" + strconv.Itoa(os.Geteuid()))
 }
 
