@@ -149,10 +149,6 @@ func timerfdAfter(d time.Duration) (<-chan struct{}, func(), error) {
 }
 
 func runCheck(o CheckOptions, fl *inflight, stop *stopFlag) (*CheckResult, error) {
-	// As the daemon's probes do (priority.go). Unprivileged, check still
-	// measures: the CPUs of a node being checked are usually quiet.
-	release, _ := lockProbeThread()
-	defer release()
 	// No garbage collection during the measurement: the timed loops do
 	// not allocate, and a stop-the-world must never wait on a raw syscall
 	// (timedio.go). A raw syscall also holds its P, so keep a second P for

@@ -6,17 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/diskcanary/diskcanary/internal/config"
 )
 
-// threadNice maps each of this process's threads to its nice value
-// (/proc/self/task/TID/stat, field 19).
-func threadNice(t *testing.T) map[int]int {
+// schedPolicies maps each of this process's threads to its scheduling
+// policy (/proc/self/task/TID/stat, field 41: 0 SCHED_OTHER, 1 SCHED_FIFO).
+func schedPolicies(t *testing.T) map[int]int {
 	t.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")
 	require.NoError(t, err)
@@ -28,48 +25,42 @@ func threadNice(t *testing.T) map[int]int {
 		}
 		// Fields after the parenthesised name start at field 3 (state).
 		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		nice, err := strconv.Atoi(f[19-3])
+		policy, err := strconv.Atoi(f[41-3])
 		require.NoError(t, err)
 		tid, _ := strconv.Atoi(task.Name())
-		out[tid] = nice
+		out[tid] = policy
 	}
 	return out
 }
 
-// Each probe measures from its own thread at raised CPU priority and the
-// I/O priority of an ordinary process; the rest of the daemon (scrapes)
-// keeps normal priority, and the threads go away with their probes.
-func TestProbeThreadsRaisedCPUPriorityOnly(t *testing.T) {
-	requireRoot(t)
-	base := threadNice(t)
-	for tid, nice := range base {
-		require.Zero(t, nice, "thread %d before any probe ran", tid)
-	}
-	_, gather, stop := startEngine(t,
-		config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(), Interval: 50 * time.Millisecond, Ops: 5, MinFree: 1},
-		config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: t.TempDir(), Interval: 50 * time.Millisecond, Ops: 5, WorkingSet: 4 << 20, MinFree: 1})
-	raisedThreads := func() (tids []int) {
-		for tid, nice := range threadNice(t) {
-			if nice != 0 {
-				require.Equal(t, probeNice, nice, "thread %d", tid)
-				tids = append(tids, tid)
-			}
+func ioPriority(t *testing.T, tid int) uintptr {
+	t.Helper()
+	prio, _, errno := unix.RawSyscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
+	require.Zero(t, errno)
+	return prio
+}
+
+// fifoThreads are the threads at SCHED_FIFO now.
+func fifoThreads(t *testing.T) (tids []int) {
+	for tid, policy := range schedPolicies(t) {
+		if policy == unix.SCHED_FIFO {
+			tids = append(tids, tid)
 		}
-		return tids
 	}
-	waitFor(t, 10*time.Second, "both probes measuring", func() bool {
-		m := gather()["diskcanary_probe_success"]
-		wal, _ := value(m, map[string]string{"probe": "wal"})
-		rr, _ := value(m, map[string]string{"probe": "rr"})
-		return wal.GetGauge().GetValue() == 1 && rr.GetGauge().GetValue() == 1
-	})
-	raised := raisedThreads()
-	require.Len(t, raised, 2, "one raised thread per probe")
-	for _, tid := range raised {
-		prio, _, errno := unix.RawSyscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
-		require.Zero(t, errno)
-		require.Equal(t, uintptr(ioprioNormal), prio, "thread %d: I/O priority best-effort 4, not derived from nice", tid)
-	}
-	stop()
-	waitFor(t, 5*time.Second, "probe threads gone with their probes", func() bool { return len(raisedThreads()) == 0 })
+	return tids
+}
+
+// A burst raises its own thread, and only it, to SCHED_FIFO with the I/O
+// priority of an ordinary process, and puts both back after.
+func TestRealtimeBurstRaisesCPUPriorityOnly(t *testing.T) {
+	requireRoot(t)
+	require.Empty(t, fifoThreads(t))
+	tid, err := enterRealtime()
+	require.NoError(t, err)
+	require.Equal(t, unix.Gettid(), tid)
+	require.Equal(t, []int{tid}, fifoThreads(t))
+	require.Equal(t, uintptr(ioprioNormal), ioPriority(t, tid), "best-effort 4, not the real-time class derived from SCHED_FIFO")
+	leaveRealtime(tid, err)
+	require.Empty(t, fifoThreads(t))
+	require.Zero(t, ioPriority(t, tid), "I/O priority derived from the policy again")
 }

@@ -68,10 +68,8 @@ func (p *probe) readsetFile() string   { return filePrefix + p.cfg.Name + "-read
 // loop runs cycles until ctx is done. Setup is retried every interval, so a
 // directory that appears later, or a remount read-write, recovers by itself.
 func (p *probe) loop(ctx context.Context) {
-	release, err := lockProbeThread()
-	defer release()
-	if err != nil {
-		p.log.Info("probe thread runs at normal CPU priority: when the CPUs are busy its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitNICE=-10 under systemd)",
+	if err := realtimeAllowed(); err != nil {
+		p.log.Info("probe measures at normal CPU priority: when the CPUs are saturated its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitRTPRIO=1 under systemd)",
 			"probe", p.cfg.Name, "err", err)
 	}
 	defer p.teardown()
