@@ -24,7 +24,8 @@ type Engine struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	budgets map[uint64]*budget // per filesystem (st_dev): probes on one filesystem share its budget
+	budgets map[uint64]*budget        // per filesystem (st_dev): probes on one filesystem share its budget
+	gates   map[uint64]chan struct{} // per block device: one burst at a time (probe.cycle)
 }
 
 // NewEngine builds the probes of cfgs (already validated by package config).
@@ -35,10 +36,11 @@ func NewEngine(cfgs []config.Probe, procfs, sysfs string, logger *slog.Logger) *
 	if sysfs == "" {
 		sysfs = "/sys"
 	}
-	e := &Engine{m: NewMetrics(), log: logger, budgets: map[uint64]*budget{}}
+	e := &Engine{m: NewMetrics(), log: logger, budgets: map[uint64]*budget{}, gates: map[uint64]chan struct{}{}}
 	for _, c := range cfgs {
 		p := &probe{cfg: c, log: logger, m: e.m, procfs: procfs, sysfs: sysfs, fl: newInflight(), fd: -1}
 		p.budget = func(dev uint64) *budget { return e.budgetFor(dev, int64(c.DailyWriteBudget)) }
+		p.gate = e.gateFor
 		// Series exist from the start, so a probe that never succeeds is
 		// visible as 0 rather than absent.
 		e.m.success.WithLabelValues(c.Name).Set(0)
@@ -66,6 +68,18 @@ func (e *Engine) budgetFor(dev uint64, daily int64) *budget {
 	}
 	b.lower(daily)
 	return b
+}
+
+// gateFor returns the device's gate, a one-slot semaphore.
+func (e *Engine) gateFor(dev uint64) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g, ok := e.gates[dev]
+	if !ok {
+		g = make(chan struct{}, 1)
+		e.gates[dev] = g
+	}
+	return g
 }
 
 // Run runs every probe until ctx is done, plus the stall watchdog.

@@ -318,3 +318,35 @@ func TestBudgetIsTheFilesystemsSmallest(t *testing.T) {
 		})
 	}
 }
+
+// Two probes on one device take turns: a burst never overlaps another's, so
+// neither measures the other's I/O.
+func TestProbesOnOneDeviceNeverOverlap(t *testing.T) {
+	dir := t.TempDir()
+	e, gather, stop := startEngine(t,
+		config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir, Interval: time.Millisecond, Jitter: 0.01, Ops: 10, MinFree: 1, DailyWriteBudget: 1 << 40},
+		config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, Interval: time.Millisecond, Jitter: 0.01, Ops: 20, WorkingSet: 4 << 20, MinFree: 1})
+	runs := func(name string) float64 {
+		m, _ := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": name})
+		return m.GetCounter().GetValue()
+	}
+	waitFor(t, 10*time.Second, "both probes running", func() bool { return runs("wal") > 0 && runs("rr") > 0 })
+	wal, rr := e.probes[0].fl, e.probes[1].fl
+	var busy [2]int
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		w, r := wal.age() > 0, rr.age() > 0
+		require.False(t, w && r, "a WAL op and a read in flight at once")
+		if w {
+			busy[0]++
+		}
+		if r {
+			busy[1]++
+		}
+	}
+	stop()
+	// Both were seen in flight, so the check above had something to catch.
+	require.Positive(t, busy[0], "no WAL op seen in flight")
+	require.Positive(t, busy[1], "no read seen in flight")
+	t.Logf("samples with an op in flight: wal %d, rr %d; runs wal %.0f, rr %.0f", busy[0], busy[1], runs("wal"), runs("rr"))
+}

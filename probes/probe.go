@@ -32,6 +32,8 @@ type probe struct {
 	fl     *inflight
 	stop   atomic.Bool
 	budget func(dev uint64) *budget
+	gate   func(dev uint64) chan struct{}
+	done   <-chan struct{} // closed at shutdown
 
 	// set up by setup(), owned by the probe goroutine
 	ready        bool
@@ -42,6 +44,7 @@ type probe struct {
 	buf          []byte
 	picker       *blockPicker
 	bud          *budget
+	devGate      chan struct{} // held for a whole cycle: probes never time each other
 	overOff      int64
 	obsWrite     prometheus.Observer
 	obsSync      prometheus.Observer
@@ -68,6 +71,7 @@ func (p *probe) readsetFile() string   { return filePrefix + p.cfg.Name + "-read
 // loop runs cycles until ctx is done. Setup is retried every interval, so a
 // directory that appears later, or a remount read-write, recovers by itself.
 func (p *probe) loop(ctx context.Context) {
+	p.done = ctx.Done()
 	if err := realtimeAllowed(); err != nil {
 		p.log.Info("probe measures at normal CPU priority: when the CPUs are saturated its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitRTPRIO=1 under systemd)",
 			"probe", p.cfg.Name, "err", err)
@@ -116,6 +120,12 @@ func (p *probe) cycle() error {
 		if err := p.setup(); err != nil {
 			return err
 		}
+	}
+	select {
+	case p.devGate <- struct{}{}:
+		defer func() { <-p.devGate }()
+	case <-p.done:
+		return errInterrupted
 	}
 	switch {
 	case p.cfg.Kind == config.KindRandRead:
@@ -228,6 +238,15 @@ func (p *probe) setup() error {
 		p.teardown()
 		return err
 	}
+	// Bursts on one block device never overlap, whichever probes and
+	// directories they come from: a probe must not measure another's I/O.
+	// Keyed by the block device under the target, or the filesystem's
+	// st_dev when that is unknown.
+	dev := p.devID
+	if p.target.Major != 0 || p.target.Minor != 0 {
+		dev = unix.Mkdev(p.target.Major, p.target.Minor)
+	}
+	p.devGate = p.gate(dev)
 	p.ready = true
 	return nil
 }
