@@ -24,7 +24,7 @@ type Engine struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	budgets map[uint64]*budget        // per filesystem (st_dev): probes on one filesystem share its budget
+	budgets map[uint64]*budget       // per filesystem (st_dev): probes on one filesystem share its budget
 	gates   map[uint64]chan struct{} // per block device: one burst at a time (probe.cycle)
 }
 
