@@ -202,3 +202,39 @@ func TestODirectRefusedIsNamedAndFails(t *testing.T) {
 	r, _ := value(gather()["diskcanary_probe_read_bytes_total"], map[string]string{"probe": "rr"})
 	require.Zero(t, r.GetCounter().GetValue(), "no read was measured")
 }
+
+// Bursts on one device take turns, so a hung one holds the device: a read
+// probe beside a hung WAL probe waits, is not itself stalled, and resumes
+// with it.
+func TestHungBurstHoldsItsDevice(t *testing.T) {
+	// Disk backing: the read probe's working set needs O_DIRECT.
+	m := testfs.Start(t, t.TempDir())
+	_, gather, _ := startEngine(t, walOn(m.Dir), config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: m.Dir,
+		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, WorkingSet: 1 << 20, StallThreshold: 300 * time.Millisecond})
+	gauge := func(probe, name string) float64 {
+		v, ok := value(gather()[name], map[string]string{"probe": probe})
+		if !ok {
+			return -1
+		}
+		if v.GetCounter() != nil {
+			return v.GetCounter().GetValue()
+		}
+		return v.GetGauge().GetValue()
+	}
+	runs := func(probe string) float64 { return gauge(probe, "diskcanary_probe_runs_total") }
+	waitFor(t, 10*time.Second, "both probes succeeding", func() bool {
+		return runs("wal") >= 2 && runs("rr") >= 2 &&
+			gauge("wal", "diskcanary_probe_success") == 1 && gauge("rr", "diskcanary_probe_success") == 1
+	})
+	m.Do(t, "hang")
+	waitFor(t, 3*time.Second, "wal stalled", func() bool { return gauge("wal", "diskcanary_probe_stalled") == 1 })
+	rrRuns := runs("rr")
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, rrRuns, runs("rr"), "the read probe waits for the device")
+	require.Zero(t, gauge("rr", "diskcanary_probe_stalled"), "waiting is not stalling")
+	require.Zero(t, gauge("rr", "diskcanary_probe_inflight_seconds"), "no read in flight while it waits")
+	m.Do(t, "release")
+	waitFor(t, 5*time.Second, "both resume", func() bool {
+		return gauge("wal", "diskcanary_probe_stalled") == 0 && runs("rr") > rrRuns+1 && gauge("rr", "diskcanary_probe_success") == 1
+	})
+}
