@@ -46,9 +46,9 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 }
 
 // BenchmarkWALOp is one sequential 2300-byte write + fdatasync as the
-// daemon does it (syscall state, bursts of 50 ops, each burst switching its
-// thread to real-time priority and back); BenchmarkWALOpCheck as check does
-// it (raw syscalls, one burst). bench/probe-overhead compares both with fio on tmpfs, where
+// daemon does it (syscall state, bursts of 50 ops on a thread at real-time
+// priority); BenchmarkWALOpCheck as check does it (raw syscalls, one burst
+// that raises its thread and drops it after). bench/probe-overhead compares both with fio on tmpfs, where
 // fdatasync is nearly free and only the tool's overhead is left. Besides
 // wall time per op it reports the time the probe itself timed (write +
 // fdatasync) and the difference, the overhead: time per op spent outside
@@ -83,7 +83,11 @@ func benchWAL(b *testing.B, raw bool) {
 	b.ResetTimer()
 	burst := b.N
 	if !raw {
+		// As the probe loop does: the thread raised once, bursts of Ops.
 		burst = p.cfg.Ops
+		tid, raised, err := enterRealtime()
+		require.NoError(b, err)
+		defer leaveRealtime(tid, raised)
 	}
 	start := time.Now()
 	var off int64

@@ -1,7 +1,6 @@
 package probes
 
 import (
-	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -17,11 +16,11 @@ import (
 // 256–328 µs. (A plain CPU hog is beaten by nice −10 too; the scrapers'
 // mix of short runs and wakeups is not: the running thread keeps its slice.)
 //
-// So each burst of timed ops runs with its thread at SCHED_FIFO priority 1,
-// the lowest real-time priority, and goes back to SCHED_OTHER after. Only
-// around the burst: between ops a probe does next to no CPU work, but its
-// setup (writing the read working set) does, and that must not run ahead of
-// the node's workloads. Only CPU priority: the kernel derives an I/O
+// So timed ops run with their thread at SCHED_FIFO priority 1, the lowest
+// real-time priority: `check` for its one burst, a daemon probe for its
+// loop's life (between bursts it does next to no CPU work) except for its
+// setup (writing the read working set), which must not run ahead of the
+// node's workloads. Only CPU priority: the kernel derives an I/O
 // priority from the scheduling policy (real-time class for a SCHED_FIFO
 // thread), which would let the probe jump the disk's queue under an
 // I/O-priority-aware scheduler and measure a better disk than etcd sees, so
@@ -51,37 +50,44 @@ func setIOPriority(tid int, prio uintptr) unix.Errno {
 }
 
 // enterRealtime wires the calling goroutine to its thread and raises the
-// thread to SCHED_FIFO for a burst of timed ops; leaveRealtime(tid, err)
-// undoes it. Without CAP_SYS_NICE (or an RLIMIT_RTPRIO that allows it) the
-// thread keeps its normal priority and the error says why. Neither
-// allocates: they run once per burst, inside the no-allocation check.
-func enterRealtime() (tid int, err error) {
+// thread to SCHED_FIFO, I/O priority pinned first; leaveRealtime(tid,
+// raised) undoes what it did. A thread already at SCHED_FIFO is left as it
+// is (raised false): a probe loop raises its thread once for its life,
+// because a policy change costs ~2 µs, ~90 ns per op of a 50-op burst.
+// Without CAP_SYS_NICE (or an RLIMIT_RTPRIO that allows it) the thread
+// keeps its normal priority and the error says why. Neither allocates: they
+// run once per burst, inside the no-allocation check.
+func enterRealtime() (tid int, raised bool, err error) {
 	runtime.LockOSThread()
 	tid = unix.Gettid()
+	if policy, _, _ := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, uintptr(tid), 0, 0); policy == unix.SCHED_FIFO {
+		return tid, false, nil
+	}
 	if errno := setIOPriority(tid, ioprioNormal); errno != 0 {
-		return tid, errno
+		return tid, false, errno
 	}
 	if errno := setScheduler(tid, unix.SCHED_FIFO, probeRTPriority); errno != 0 {
-		return tid, errno
+		_ = setIOPriority(tid, 0)
+		return tid, false, errno
 	}
-	return tid, nil
+	return tid, true, nil
 }
 
-func leaveRealtime(tid int, err error) {
-	if err == nil {
+func leaveRealtime(tid int, raised bool) {
+	if raised {
 		_ = setScheduler(tid, schedOther, 0)
+		_ = setIOPriority(tid, 0) // back to "derived from the scheduling policy"
 	}
-	_ = setIOPriority(tid, 0) // back to "derived from the scheduling policy"
 	runtime.UnlockOSThread()
 }
 
-// realtimeAllowed says whether bursts will run at real-time priority here,
-// for the log line at probe start.
-func realtimeAllowed() error {
-	tid, err := enterRealtime()
-	leaveRealtime(tid, err)
-	if err != nil {
-		return fmt.Errorf("sched_setscheduler SCHED_FIFO %d: %w", probeRTPriority, err)
+// atNormalPriority runs f with the calling thread back at SCHED_OTHER if it
+// was raised: work that is not a timed burst, such as writing the read
+// working set, must not run ahead of the node's workloads.
+func atNormalPriority(tid int, raised bool, f func() error) error {
+	if raised {
+		_ = setScheduler(tid, schedOther, 0)
+		defer setScheduler(tid, unix.SCHED_FIFO, probeRTPriority)
 	}
-	return nil
+	return f()
 }

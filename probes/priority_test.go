@@ -51,16 +51,33 @@ func fifoThreads(t *testing.T) (tids []int) {
 }
 
 // A burst raises its own thread, and only it, to SCHED_FIFO with the I/O
-// priority of an ordinary process, and puts both back after.
+// priority of an ordinary process, and puts both back after; inside a
+// thread already raised (a probe loop's) it changes nothing.
 func TestRealtimeBurstRaisesCPUPriorityOnly(t *testing.T) {
 	requireRoot(t)
 	require.Empty(t, fifoThreads(t))
-	tid, err := enterRealtime()
+	tid, raised, err := enterRealtime()
 	require.NoError(t, err)
+	require.True(t, raised)
 	require.Equal(t, unix.Gettid(), tid)
 	require.Equal(t, []int{tid}, fifoThreads(t))
 	require.Equal(t, uintptr(ioprioNormal), ioPriority(t, tid), "best-effort 4, not the real-time class derived from SCHED_FIFO")
-	leaveRealtime(tid, err)
+
+	inner, again, err := enterRealtime()
+	require.NoError(t, err)
+	require.Equal(t, tid, inner)
+	require.False(t, again, "already raised")
+	leaveRealtime(inner, again)
+	require.Equal(t, []int{tid}, fifoThreads(t), "the inner leave keeps the outer's priority")
+
+	err = atNormalPriority(tid, raised, func() error {
+		require.Empty(t, fifoThreads(t), "setup work at normal priority")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int{tid}, fifoThreads(t))
+
+	leaveRealtime(tid, raised)
 	require.Empty(t, fifoThreads(t))
 	require.Zero(t, ioPriority(t, tid), "I/O priority derived from the policy again")
 }

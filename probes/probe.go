@@ -34,6 +34,8 @@ type probe struct {
 	budget func(dev uint64) *budget
 	gate   func(dev uint64) chan struct{}
 	done   <-chan struct{} // closed at shutdown
+	tid    int             // the loop's thread
+	raised bool            // at real-time priority (priority.go)
 
 	// set up by setup(), owned by the probe goroutine
 	ready        bool
@@ -72,7 +74,11 @@ func (p *probe) readsetFile() string   { return filePrefix + p.cfg.Name + "-read
 // directory that appears later, or a remount read-write, recovers by itself.
 func (p *probe) loop(ctx context.Context) {
 	p.done = ctx.Done()
-	if err := realtimeAllowed(); err != nil {
+	// Raised once for the loop's life (priority.go); setup drops back.
+	tid, raised, err := enterRealtime()
+	defer leaveRealtime(tid, raised)
+	p.tid, p.raised = tid, raised
+	if err != nil {
 		p.log.Info("probe measures at normal CPU priority: when the CPUs are saturated its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitRTPRIO=1 under systemd)",
 			"probe", p.cfg.Name, "err", err)
 	}
@@ -117,7 +123,7 @@ func (p *probe) runCycle() {
 
 func (p *probe) cycle() error {
 	if !p.ready {
-		if err := p.setup(); err != nil {
+		if err := atNormalPriority(p.tid, p.raised, p.setup); err != nil {
 			return err
 		}
 	}
