@@ -85,9 +85,9 @@ func benchWAL(b *testing.B, raw bool) {
 	if !raw {
 		// As the probe loop does: the thread raised once, bursts of Ops.
 		burst = p.cfg.Ops
-		tid, raised, err := enterRealtime()
+		tid, raised, err := raisePriority()
 		require.NoError(b, err)
-		defer leaveRealtime(tid, raised)
+		defer lowerPriority(tid, raised)
 	}
 	start := time.Now()
 	var off int64

@@ -122,8 +122,8 @@ func TestPermissionChild(t *testing.T) {
 	stop()
 	// Unprivileged, bursts cannot run at real-time priority (the probe
 	// says so in the log) but still measure.
-	tid, raised, err := enterRealtime()
-	leaveRealtime(tid, raised)
+	tid, raised, err := raisePriority()
+	lowerPriority(tid, raised)
 	require.ErrorIs(t, err, unix.EPERM)
 	require.False(t, raised)
 	t.Log("reason=permission uid=" + strconv.Itoa(os.Geteuid()))

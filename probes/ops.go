@@ -158,8 +158,8 @@ func pagesDirtied(off, n int64) int64 {
 func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
-	tid, raised, _ := enterRealtime() // priority.go
-	defer leaveRealtime(tid, raised)
+	tid, raised, _ := raisePriority() // priority.go
+	defer lowerPriority(tid, raised)
 	for i := 0; i < n; i++ {
 		if stop != nil && stop.Load() {
 			return off, dirtied, errInterrupted
@@ -180,8 +180,8 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, error) {
 	var read int64
 	bs := int64(len(buf))
-	tid, raised, _ := enterRealtime() // priority.go
-	defer leaveRealtime(tid, raised)
+	tid, raised, _ := raisePriority() // priority.go
+	defer lowerPriority(tid, raised)
 	for i := 0; i < n; i++ {
 		if stop != nil && stop.Load() {
 			return read, errInterrupted

@@ -6,18 +6,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
-// schedPolicies maps each of this process's threads to its scheduling
-// policy (/proc/self/task/TID/stat, field 41: 0 SCHED_OTHER, 1 SCHED_FIFO).
-func schedPolicies(t *testing.T) map[int]int {
+// raisedThreads are this process's threads at the probes' nice value now
+// (/proc/self/task/TID/stat, field 19).
+func raisedThreads(t *testing.T) (tids []int) {
 	t.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")
 	require.NoError(t, err)
-	out := map[int]int{}
 	for _, task := range tasks {
 		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "stat"))
 		if err != nil {
@@ -25,12 +25,14 @@ func schedPolicies(t *testing.T) map[int]int {
 		}
 		// Fields after the parenthesised name start at field 3 (state).
 		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		policy, err := strconv.Atoi(f[41-3])
+		nice, err := strconv.Atoi(f[19-3])
 		require.NoError(t, err)
-		tid, _ := strconv.Atoi(task.Name())
-		out[tid] = policy
+		if nice == probeNice {
+			tid, _ := strconv.Atoi(task.Name())
+			tids = append(tids, tid)
+		}
 	}
-	return out
+	return tids
 }
 
 func ioPriority(t *testing.T, tid int) uintptr {
@@ -40,44 +42,45 @@ func ioPriority(t *testing.T, tid int) uintptr {
 	return prio
 }
 
-// fifoThreads are the threads at SCHED_FIFO now.
-func fifoThreads(t *testing.T) (tids []int) {
-	for tid, policy := range schedPolicies(t) {
-		if policy == unix.SCHED_FIFO {
-			tids = append(tids, tid)
-		}
-	}
-	return tids
+// sliceOf is tid's scheduler slice in ns (sched_getattr's sched_runtime).
+func sliceOf(t *testing.T, tid int) uint64 {
+	t.Helper()
+	var a schedAttr
+	_, _, errno := unix.RawSyscall6(unix.SYS_SCHED_GETATTR, uintptr(tid), uintptr(unsafe.Pointer(&a)), unsafe.Sizeof(a), 0, 0, 0)
+	require.Zero(t, errno)
+	return a.runtime
 }
 
-// A burst raises its own thread, and only it, to SCHED_FIFO with the I/O
-// priority of an ordinary process, and puts both back after; inside a
-// thread already raised (a probe loop's) it changes nothing.
-func TestRealtimeBurstRaisesCPUPriorityOnly(t *testing.T) {
+// A burst raises its own thread, and only it, to nice −10 with a short
+// slice and the I/O priority of an ordinary process, and puts all back
+// after; inside a thread already raised (a probe loop's) it changes nothing.
+func TestBurstRaisesCPUPriorityOnly(t *testing.T) {
 	requireRoot(t)
-	require.Empty(t, fifoThreads(t))
-	tid, raised, err := enterRealtime()
+	require.Empty(t, raisedThreads(t))
+	tid, raised, err := raisePriority()
 	require.NoError(t, err)
 	require.True(t, raised)
 	require.Equal(t, unix.Gettid(), tid)
-	require.Equal(t, []int{tid}, fifoThreads(t))
-	require.Equal(t, uintptr(ioprioNormal), ioPriority(t, tid), "best-effort 4, not the real-time class derived from SCHED_FIFO")
+	require.Equal(t, []int{tid}, raisedThreads(t))
+	require.Equal(t, uint64(probeSlice), sliceOf(t, tid))
+	require.Equal(t, uintptr(ioprioNormal), ioPriority(t, tid), "best-effort 4, not the level derived from nice −10")
 
-	inner, again, err := enterRealtime()
+	inner, again, err := raisePriority()
 	require.NoError(t, err)
 	require.Equal(t, tid, inner)
 	require.False(t, again, "already raised")
-	leaveRealtime(inner, again)
-	require.Equal(t, []int{tid}, fifoThreads(t), "the inner leave keeps the outer's priority")
+	lowerPriority(inner, again)
+	require.Equal(t, []int{tid}, raisedThreads(t), "the inner lower keeps the outer's priority")
 
 	err = atNormalPriority(tid, raised, func() error {
-		require.Empty(t, fifoThreads(t), "setup work at normal priority")
+		require.Empty(t, raisedThreads(t), "setup work at normal priority")
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, []int{tid}, fifoThreads(t))
+	require.Equal(t, []int{tid}, raisedThreads(t))
 
-	leaveRealtime(tid, raised)
-	require.Empty(t, fifoThreads(t))
-	require.Zero(t, ioPriority(t, tid), "I/O priority derived from the policy again")
+	lowerPriority(tid, raised)
+	require.Empty(t, raisedThreads(t))
+	require.NotEqual(t, uint64(probeSlice), sliceOf(t, tid), "default slice again")
+	require.Zero(t, ioPriority(t, tid), "I/O priority derived from nice again")
 }

@@ -35,7 +35,7 @@ type probe struct {
 	gate   func(dev uint64) chan struct{}
 	done   <-chan struct{} // closed at shutdown
 	tid    int             // the loop's thread
-	raised bool            // at real-time priority (priority.go)
+	raised bool            // at raised priority (priority.go)
 
 	// set up by setup(), owned by the probe goroutine
 	ready        bool
@@ -75,11 +75,11 @@ func (p *probe) readsetFile() string   { return filePrefix + p.cfg.Name + "-read
 func (p *probe) loop(ctx context.Context) {
 	p.done = ctx.Done()
 	// Raised once for the loop's life (priority.go); setup drops back.
-	tid, raised, err := enterRealtime()
-	defer leaveRealtime(tid, raised)
+	tid, raised, err := raisePriority()
+	defer lowerPriority(tid, raised)
 	p.tid, p.raised = tid, raised
 	if err != nil {
-		p.log.Info("probe measures at normal CPU priority: when the CPUs are saturated its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitRTPRIO=1 under systemd)",
+		p.log.Info("probe measures at normal CPU priority: when the CPUs are saturated its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitNICE=-10 under systemd)",
 			"probe", p.cfg.Name, "err", err)
 	}
 	defer p.teardown()
