@@ -46,10 +46,11 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 }
 
 // BenchmarkWALOp is one sequential 2300-byte write + fdatasync as the
-// daemon does it (syscall state, bursts of 50 ops on a thread at real-time
-// priority); BenchmarkWALOpCheck as check does it (raw syscalls, one burst
-// that raises its thread and drops it after). bench/probe-overhead compares both with fio on tmpfs, where
-// fdatasync is nearly free and only the tool's overhead is left. Besides
+// daemon does it (syscall state, bursts of 50 ops on a thread raised once,
+// priority.go); BenchmarkWALOpCheck as check does it (raw syscalls, one
+// burst that raises its thread and lowers it after). bench/probe-overhead
+// compares both with fio on tmpfs, where fdatasync is nearly free and only
+// the tool's overhead is left. Besides
 // wall time per op it reports the time the probe itself timed (write +
 // fdatasync) and the difference, the overhead: time per op spent outside
 // the measured syscalls, the figure fio's JSON gives too.

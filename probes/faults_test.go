@@ -120,8 +120,8 @@ func TestPermissionChild(t *testing.T) {
 		return ok
 	})
 	stop()
-	// Unprivileged, bursts cannot run at real-time priority (the probe
-	// says so in the log) but still measure.
+	// Unprivileged, a probe cannot raise its thread's priority (it says so
+	// in the log) but still measures.
 	tid, raised, err := raisePriority()
 	lowerPriority(tid, raised)
 	require.ErrorIs(t, err, unix.EPERM)

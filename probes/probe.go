@@ -33,6 +33,8 @@ type probe struct {
 	stop   atomic.Bool
 	budget func(dev uint64) *budget
 	gate   func(dev uint64) chan struct{}
+
+	// set by loop, owned by the probe goroutine
 	done   <-chan struct{} // closed at shutdown
 	tid    int             // the loop's thread
 	raised bool            // at raised priority (priority.go)
