@@ -8,8 +8,8 @@ import (
 )
 
 // maxStackDepth bounds the dm/md recursion: real stacks (LVM on md on
-// partitions, dm-crypt on LVM) are a handful deep; a cycle in a broken or
-// synthetic sysfs tree must not loop forever.
+// partitions, dm-crypt on LVM) are a handful deep. Termination comes from
+// the visited set in collectDisks; this only bounds the stack.
 const maxStackDepth = 16
 
 // SysfsDir returns the sysfs directory of a kernel block device, disk or
@@ -56,33 +56,38 @@ func WholeDisk(sysfs, name string) (string, bool) {
 // partition's disk, and for dm (LVM, crypt, multipath) and md devices the
 // disks under their `slaves`, recursively. A whole disk with no slaves is
 // its own physical disk, and so is a device sysfs does not know (the join
-// then still has its identity pair).
+// then still has its identity pair). A device met twice is walked once: a
+// broken or hostile tree whose `slaves` form a cycle (dm-0 -> dm-1 -> dm-0)
+// adds nothing for the cycle and costs one visit per device, where walking
+// every path would take exponential time while the scrape holds the
+// collector's lock.
 func PhysicalDisks(sysfs, name string) []string {
-	seen := map[string]bool{}
-	collectDisks(sysfs, name, 0, seen)
-	out := make([]string, 0, len(seen))
-	for d := range seen {
+	disks := map[string]bool{}
+	collectDisks(sysfs, name, 0, map[string]bool{}, disks)
+	out := make([]string, 0, len(disks))
+	for d := range disks {
 		out = append(out, d)
 	}
 	sort.Strings(out)
 	return out
 }
 
-func collectDisks(sysfs, name string, depth int, seen map[string]bool) {
-	if depth > maxStackDepth {
+func collectDisks(sysfs, name string, depth int, visited, disks map[string]bool) {
+	disk, _ := WholeDisk(sysfs, name)
+	if visited[disk] || depth > maxStackDepth {
 		return
 	}
-	disk, _ := WholeDisk(sysfs, name)
+	visited[disk] = true
 	dir := SysfsDir(sysfs, disk)
 	var slaves []os.DirEntry
 	if dir != "" {
 		slaves, _ = os.ReadDir(filepath.Join(dir, "slaves"))
 	}
 	if len(slaves) == 0 {
-		seen[disk] = true
+		disks[disk] = true
 		return
 	}
 	for _, s := range slaves {
-		collectDisks(sysfs, strings.ReplaceAll(s.Name(), "!", "/"), depth+1, seen)
+		collectDisks(sysfs, strings.ReplaceAll(s.Name(), "!", "/"), depth+1, visited, disks)
 	}
 }

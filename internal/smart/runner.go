@@ -1,7 +1,6 @@
 package smart
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RunnerConfig is what the smartctl runner needs; collector/smart.go fills
@@ -536,15 +537,17 @@ type execResult struct {
 const killGrace = 2 * time.Second
 
 // exec runs smartctl with the configured timeout. smartctl runs in its own
-// process group so that a timeout kills everything it started.
+// process group, and that whole group is killed after every run, not only
+// at the timeout: anything smartctl (or a wrapper script standing in for
+// it) left behind would otherwise pile up, one orphan per run.
 func (r *Runner) exec(ctx context.Context, args ...string) execResult {
 	r.mu.Lock()
 	path := r.path
 	r.mu.Unlock()
 	cmd := exec.Command(path, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout := &cappedBuffer{limit: maxOutput}
-	stderr := &cappedBuffer{limit: 64 << 10}
+	stdout := &cappedOutput{limit: maxOutput}
+	stderr := &cappedOutput{limit: maxStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Wait returns this long after the process exits even if something it
 	// started escaped the group and still holds the output pipes.
@@ -552,35 +555,45 @@ func (r *Runner) exec(ctx context.Context, args ...string) execResult {
 	if err := cmd.Start(); err != nil {
 		return execResult{code: -1, err: fmt.Errorf("start %s: %w", path, err)}
 	}
+	pid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() {
+		waitExited(pid)
+		close(exited)
+	}()
+	timer := time.NewTimer(r.cfg.Timeout)
+	defer timer.Stop()
+	res := execResult{code: -1}
+	select {
+	case <-exited:
+	case <-timer.C:
+		res.timedOut = true
+	case <-ctx.Done():
+		res.err = ctx.Err()
+	}
+	// Negative pid: the whole process group smartctl leads. smartctl is not
+	// reaped yet (cmd.Wait comes next), so its pid, which is the group's
+	// id, cannot have been reused by an unrelated process.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	done := make(chan struct{})
 	var waitErr error
 	go func() {
 		waitErr = cmd.Wait()
 		close(done)
 	}()
-	timer := time.NewTimer(r.cfg.Timeout)
-	defer timer.Stop()
-	res := execResult{code: -1}
 	select {
 	case <-done:
-	case <-timer.C:
-		res.timedOut = true
-	case <-ctx.Done():
-		res.err = ctx.Err()
+	case <-time.After(killGrace):
+		// Only a killed process can be stuck here (uninterruptible sleep);
+		// one that exited is a zombie that Wait reaps at once.
+		res.reaped = done
+		return res
 	}
 	if res.timedOut || res.err != nil {
-		// Negative pid: the whole process group smartctl leads.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-done:
-		case <-time.After(killGrace):
-			res.reaped = done
-			return res
-		}
 		return res
 	}
 	res.stdout = stdout.Bytes()
-	res.stderr = strings.TrimSpace(stderr.String())
+	res.stderr = strings.TrimSpace(string(stderr.Bytes()))
 	var ee *exec.ExitError
 	switch {
 	case waitErr == nil:
@@ -590,27 +603,61 @@ func (r *Runner) exec(ctx context.Context, args ...string) execResult {
 	default:
 		res.err = fmt.Errorf("smartctl %s: %w", strings.Join(args, " "), waitErr)
 	}
-	if stdout.truncated {
-		res.err = fmt.Errorf("smartctl %s: more than %d bytes of output", strings.Join(args, " "), maxOutput)
+	// Truncated output is never parsed: half a JSON document from a binary
+	// that prints hundreds of megabytes is not SMART data.
+	for _, o := range []struct {
+		name string
+		out  *cappedOutput
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		if o.out.truncated {
+			res.stdout, res.stderr = nil, ""
+			res.err = fmt.Errorf("smartctl %s: printed more than %d bytes on %s (the rest was discarded); the largest real output is ~200 KB: check that %s is smartctl", strings.Join(args, " "), o.out.limit, o.name, path)
+			break
+		}
 	}
 	return res
 }
 
-// cappedBuffer keeps the first limit bytes and drops the rest, so a
-// runaway process cannot grow diskcanary's memory.
-type cappedBuffer struct {
-	bytes.Buffer
+// waitExited blocks until process pid has exited, without reaping it
+// (WNOWAIT): cmd.Wait still gets its status, and until then the pid stays
+// taken, so killing its process group afterwards cannot hit a stranger.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			// ECHILD: cmd.Wait reaped it first (after a timeout kill).
+			return
+		}
+	}
+}
+
+// maxStderr bounds what is kept of smartctl's stderr, which only ever
+// holds a line or two for the error message.
+const maxStderr = 64 << 10
+
+// cappedOutput keeps the first limit bytes written to it and drops the
+// rest, noting that it did, so a runaway process cannot grow diskcanary's
+// memory.
+// It must not implement io.ReaderFrom: io.Copy (what os/exec uses to drain
+// a pipe) would call that instead of Write, and bytes.Buffer's ReadFrom
+// reads everything. Writes past the cap still succeed, so the child keeps
+// draining and never blocks on a full pipe.
+type cappedOutput struct {
+	buf       []byte
 	limit     int
 	truncated bool
 }
 
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.limit - b.Len(); room < len(p) {
+func (b *cappedOutput) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := b.limit - len(b.buf); n > room {
 		b.truncated = true
-		if room > 0 {
-			b.Buffer.Write(p[:room])
-		}
-		return len(p), nil
+		p = p[:max(room, 0)]
 	}
-	return b.Buffer.Write(p)
+	b.buf = append(b.buf, p...)
+	return n, nil
 }
+
+// Bytes returns what was kept.
+func (b *cappedOutput) Bytes() []byte { return b.buf }

@@ -3,6 +3,7 @@ package smart
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -519,4 +520,93 @@ func TestRunnerEscapedHelperCannotWedge(t *testing.T) {
 	rig.start()
 	d := rig.waitFor("sde", 15*time.Second, "two timeouts", func(d DeviceState) bool { return d.Timeouts >= 2 })
 	require.True(t, d.Quarantined)
+}
+
+// scriptRunner is a Runner whose smartctl is a shell script written for
+// the test: hostile binaries are easiest to state as a few lines of sh.
+func scriptRunner(t *testing.T, script string) *Runner {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "smartctl")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755))
+	return NewRunner(RunnerConfig{Smartctl: bin, Interval: time.Hour, Timeout: 20 * time.Second})
+}
+
+func collectOnce(t *testing.T, r *Runner, name string) DeviceState {
+	t.Helper()
+	st, err := r.CollectOnce(context.Background(), []Target{{Name: name}})
+	require.NoError(t, err)
+	require.Len(t, st.Devices, 1)
+	return st.Devices[0]
+}
+
+// The cap must hold through io.Copy, which is how os/exec drains a pipe:
+// io.Copy prefers the destination's ReadFrom, and a capped writer that
+// embedded bytes.Buffer got bytes.Buffer's, which reads everything.
+func TestAdversarialCappedOutputThroughIOCopy(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	go func() {
+		chunk := make([]byte, 1<<20)
+		for range 16 {
+			if _, err := pw.Write(chunk); err != nil {
+				break
+			}
+		}
+		pw.Close()
+	}()
+	out := &cappedOutput{limit: 1 << 20}
+	n, err := io.Copy(out, pr)
+	require.NoError(t, err)
+	require.EqualValues(t, 16<<20, n, "everything is drained")
+	require.Equal(t, 1<<20, len(out.Bytes()), "only the first MiB is kept")
+	require.LessOrEqual(t, cap(out.Bytes()), 2<<20)
+	require.True(t, out.truncated)
+}
+
+// TestAdversarialSmartctlFloodIsAnError: a smartctl that prints far more
+// than any real output, on stdout or stderr, is read to its end (it is not
+// left blocked on a full pipe: the line after the flood runs) and gives
+// that device a clear error instead of a parse of the first 4 MiB.
+func TestAdversarialSmartctlFloodIsAnError(t *testing.T) {
+	for _, c := range []struct{ stream, redirect string }{{"stdout", ""}, {"stderr", " >&2"}} {
+		stream, redirect := c.stream, c.redirect
+		t.Run(stream, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "finished")
+			r := scriptRunner(t, "head -c 50000000 /dev/zero"+redirect+"\ntouch "+marker+"\ncat "+fixture("sat-hdd-reallocated-304-smartctl-exporter.json")+"\n")
+			d := collectOnce(t, r, "/dev/sdz")
+			require.False(t, d.Success)
+			require.EqualValues(t, -1, d.ExitStatus)
+			require.Zero(t, d.Timeouts)
+			require.Len(t, d.Errors, 1)
+			require.Contains(t, d.Errors[0], "printed more than")
+			require.Contains(t, d.Errors[0], " bytes on "+stream+" (the rest was discarded)")
+			require.FileExists(t, marker, "the flood was drained to its end")
+		})
+	}
+}
+
+// TestAdversarialSmartctlOrphansReaped: a smartctl that leaves a child in
+// its process group (a wrapper script's `sleep 600 &`) must not leak it,
+// on successful runs too, and the child holding the output pipe must not
+// turn the run into a failure.
+func TestAdversarialSmartctlOrphansReaped(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "orphans")
+	r := scriptRunner(t, "sleep 600 &\necho $! >> "+pids+"\ncat "+fixture("sat-hdd-reallocated-304-smartctl-exporter.json")+"\n")
+	t.Cleanup(func() {
+		data, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	for run := 1; run <= 3; run++ {
+		d := collectOnce(t, r, "/dev/sdz")
+		orphans := readPIDs(t, pids)
+		require.Len(t, orphans, run)
+		pid := orphans[run-1]
+		require.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond, "orphan %d survived its smartctl run", pid)
+		require.True(t, d.Success, "errors: %v", d.Errors)
+		require.Empty(t, d.Errors)
+	}
 }
