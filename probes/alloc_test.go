@@ -5,41 +5,64 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
 )
 
-// readyProbe sets up a probe on a temp dir exactly as the daemon does.
+// readyProbe opens and lays out a probe on a temp dir exactly as the
+// daemon does.
 func readyProbe(tb testing.TB, c config.Probe) *probe {
 	tb.Helper()
 	c.ApplyProbeDefaults()
 	e := NewEngine([]config.Probe{c}, "/proc", "/sys", slog.New(slog.DiscardHandler))
 	p := e.probes[0]
-	require.NoError(tb, p.setup())
+	require.NoError(tb, p.open())
 	tb.Cleanup(p.teardown)
+	_, err := p.kind.prepare(p.fl)
+	require.NoError(tb, err)
 	return p
 }
+
+// warmUp observes one value into every native bucket from 1 µs to 100 s.
+func warmUp(obs ...prometheus.Observer) {
+	for _, o := range obs {
+		for v := 1e-6; v < 100; v *= 1.05 {
+			o.Observe(v)
+		}
+	}
+}
+
+// daemonRunner is how the daemon runs p's bursts.
+func daemonRunner(p *probe) *runner { return &runner{rec: p, fl: p.fl, stop: &p.stop} }
 
 // The per-op loop must not allocate: garbage collection pauses would land
 // inside the latencies being measured.
 func TestProbeOpsDoNotAllocate(t *testing.T) {
 	wal := readyProbe(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(), Ops: 50, MinFree: 1})
-	fd, err := wal.dir.create(wal.walFile(), 0)
-	require.NoError(t, err)
-	defer unix.Close(fd)
+	w := wal.kind.(*walProbe)
+	w.run = daemonRunner(wal)
+	// A native histogram allocates once per bucket, the first time a value
+	// lands in it (at most 160 of them): visit them all first, so only a
+	// steady-state allocation per op would show.
+	warmUp(wal.obsWrite, wal.obsSync)
 	var off int64
+	var err error
+	// With a gap: the pause between paced ops must not allocate either.
 	allocs := testing.AllocsPerRun(200, func() {
-		wal.syncs = wal.syncs[:0]
-		off, _, err = runWAL(fd, wal.buf, off, 1, wal, wal.fl, &wal.stop, "x", false)
+		w.syncs = w.syncs[:0]
+		off, _, err = runWAL(w.fd, w.buf, off, 1, time.Millisecond, w, w.run, "x")
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per WAL op")
 
 	rr := readyProbe(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: t.TempDir(), WorkingSet: 4 << 20, MinFree: 1})
+	r := rr.kind.(*readProbe)
+	warmUp(rr.obsRead)
 	allocs = testing.AllocsPerRun(200, func() {
-		_, err = runReads(rr.fd, rr.buf, rr.picker, 1, rr, rr.fl, &rr.stop, "x", false)
+		_, err = runReads(r.fd, r.buf, r.picker, 1, daemonRunner(rr), "x")
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per read op")
@@ -74,12 +97,16 @@ func benchWAL(b *testing.B, raw bool) {
 		dir = d
 	}
 	p := readyProbe(b, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir, Ops: 50, MinFree: 1})
-	fd, err := p.dir.create(p.walFile(), 0)
+	w := p.kind.(*walProbe)
+	// A file of its own, fallocated for all b.N ops (the segment holds
+	// 27,000).
+	fd, err := p.site.dir.create(".diskcanary-bench-wal", 0)
 	require.NoError(b, err)
-	defer func() { unix.Close(fd); _ = p.dir.remove(p.walFile()) }()
+	defer func() { unix.Close(fd); _ = p.site.dir.remove(".diskcanary-bench-wal") }()
 	size := int64(b.N) * 2300
 	require.NoError(b, unix.Fallocate(fd, 0, 0, size))
 	rec := &timedSum{probe: p}
+	r := &runner{rec: rec, fl: p.fl, stop: &p.stop, raw: raw}
 	b.ReportAllocs()
 	b.ResetTimer()
 	burst := b.N
@@ -93,7 +120,7 @@ func benchWAL(b *testing.B, raw bool) {
 	start := time.Now()
 	var off int64
 	for left := b.N; left > 0 && err == nil; left -= burst {
-		off, _, err = runWAL(fd, p.buf, off, min(burst, left), rec, p.fl, &p.stop, "x", raw)
+		off, _, err = runWAL(fd, w.buf, off, min(burst, left), 0, rec, r, "x")
 	}
 	wall := time.Since(start)
 	require.NoError(b, err)
@@ -112,6 +139,7 @@ func BenchmarkReadOp(b *testing.B) {
 	p := readyProbe(b, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 64 << 20, MinFree: 1})
 	b.ReportAllocs()
 	b.ResetTimer()
-	_, err := runReads(p.fd, p.buf, p.picker, b.N, p, p.fl, &p.stop, "x", false)
+	r := p.kind.(*readProbe)
+	_, err := runReads(r.fd, r.buf, r.picker, b.N, daemonRunner(p), "x")
 	require.NoError(b, err)
 }

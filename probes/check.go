@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -13,12 +14,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/blockdev"
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 // Check profiles.
 const (
-	ProfileEtcd     = "etcd"
+	// ProfileEtcd is the WAL probe as the daemon runs it: paced like etcd's
+	// appends (Gap), so its percentiles predict etcd's own WAL fsyncs.
+	ProfileEtcd = "etcd"
+	// ProfileFioEtcd is fio's etcd recipe, writes back to back (Gap 0):
+	// for comparison with fio and installer gates that use it. It reads
+	// faster than etcd sees (README "How it measures").
+	ProfileFioEtcd  = "fio-etcd"
 	ProfileRandRead = "randread"
 )
 
@@ -27,9 +34,12 @@ type CheckOptions struct {
 	Dir     string
 	Profile string
 	// Samples is the number of timed ops: 10,000 by default, which for the
-	// etcd profile is fio's --bs=2300 --size=22m recipe.
-	Samples    int
-	BlockSize  int64
+	// etcd profiles is fio's --bs=2300 --size=22m recipe.
+	Samples   int
+	BlockSize int64
+	// Gap is the etcd profile's pause between ops (fio's thinktime); nil
+	// is the WAL probe's default. The fio-etcd profile always uses 0.
+	Gap        *time.Duration
 	WorkingSet int64 // randread
 	// KeepWorkingSet leaves the randread working set in Dir for the next run
 	// (and for fio to read the same file).
@@ -40,6 +50,36 @@ type CheckOptions struct {
 	ProcFS, SysFS string
 }
 
+// probeConfig is the daemon's probe config for a check profile, defaults
+// applied: check runs the daemon's probe kinds.
+func (o CheckOptions) probeConfig() (config.Probe, error) {
+	c := config.Probe{Name: "check", Dir: o.Dir, BlockSize: config.ByteSize(o.BlockSize), MinFree: config.ByteSize(o.MinFree)}
+	switch o.Profile {
+	case ProfileEtcd, ProfileFioEtcd:
+		c.Kind = config.KindWAL
+		c.Gap = o.Gap
+		if o.Profile == ProfileFioEtcd {
+			c.Gap = new(time.Duration)
+		}
+		// The priming op comes on top of the samples (wal.go).
+		c.Ops = o.Samples + 1
+	case ProfileRandRead:
+		c.Kind = config.KindRandRead
+		c.WorkingSet = config.ByteSize(o.WorkingSet)
+		c.Ops = o.Samples
+	default:
+		return c, fmt.Errorf("unknown profile %q (etcd, fio-etcd, randread)", o.Profile)
+	}
+	c.ApplyProbeDefaults()
+	// check's own floor: 0 is a floor of 0 here, not "the default".
+	c.MinFree = config.ByteSize(o.MinFree)
+	if c.Kind == config.KindWAL {
+		// One segment holds the whole run, as fio's one file does.
+		c.SegmentSize = max(c.SegmentSize, config.ByteSize(int64(c.Ops)*int64(c.BlockSize)))
+	}
+	return c, nil
+}
+
 // CheckResult is what a check measured.
 type CheckResult struct {
 	Profile    string
@@ -48,7 +88,9 @@ type CheckResult struct {
 	Filesystem string
 	// Latencies are the timed ops (fdatasync for etcd, read for randread), sorted.
 	Latencies []time.Duration
-	// Writes are the etcd profile's pwrite latencies, sorted.
+	// Gap is the pause between WAL ops; nil for randread.
+	Gap *time.Duration
+	// Writes are the etcd profiles' pwrite latencies, sorted.
 	Writes   []time.Duration
 	Warnings []string
 	// WorkingSetFile is the randread file, if kept.
@@ -84,7 +126,7 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 		o.SysFS = "/sys"
 	}
 	fl := newInflight()
-	stop := new(stopFlag)
+	stop := new(atomic.Bool)
 	type outcome struct {
 		res *CheckResult
 		err error
@@ -148,7 +190,7 @@ func timerfdAfter(d time.Duration) (<-chan struct{}, func(), error) {
 	return ch, cancel, nil
 }
 
-func runCheck(o CheckOptions, fl *inflight, stop *stopFlag) (*CheckResult, error) {
+func runCheck(o CheckOptions, fl *inflight, stop *atomic.Bool) (*CheckResult, error) {
 	// No garbage collection during the measurement: the timed loops do
 	// not allocate, and a stop-the-world must never wait on a raw syscall
 	// (timedio.go). A raw syscall also holds its P, so keep a second P for
@@ -157,107 +199,58 @@ func runCheck(o CheckOptions, fl *inflight, stop *stopFlag) (*CheckResult, error
 	if runtime.GOMAXPROCS(0) < 2 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	}
-	d, err := openProbeDir(o.Dir)
+	c, err := o.probeConfig()
 	if err != nil {
 		return nil, err
 	}
-	defer d.close()
-	res := &CheckResult{Profile: o.Profile, Path: o.Dir}
-	if t, err := blockdev.Resolve(o.Dir, o.ProcFS, o.SysFS); err == nil {
-		res.Path, res.Device, res.Filesystem = t.Path, t.Device, t.FSType
+	s, err := openDirSite(o.Dir, o.ProcFS, o.SysFS, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
 	}
-	if w := d.fsWarning(); w != "" {
+	defer s.close()
+	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Device: s.target.Device, Filesystem: s.target.FSType}
+	if s.target.Path != "" {
+		res.Path = s.target.Path
+	}
+	if w := s.dir.fsWarning(); w != "" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: this filesystem does not measure a disk", w))
 	}
-	rec := &sampleRecorder{}
-	switch o.Profile {
-	case ProfileEtcd:
-		err = checkWAL(d, o, rec, fl, stop)
-		res.Latencies, res.Writes = rec.syncs, rec.writes
-	case ProfileRandRead:
-		err = checkRead(d, o, rec, fl, stop, res)
-		res.Latencies = rec.reads
-	default:
-		return nil, fmt.Errorf("unknown profile %q (etcd, randread)", o.Profile)
+	file := filePrefix + c.Name + "-" + fileSuffix(c)
+	k := kinds[c.Kind](c, file)
+	defer k.close()
+	if err := k.open(s); err != nil {
+		return nil, err
 	}
+	if r, ok := k.(*readProbe); ok {
+		if r.odirectRefused {
+			return nil, fmt.Errorf("%s: %w", o.Dir, errNoODirect)
+		}
+		if o.KeepWorkingSet {
+			res.WorkingSetFile = filepath.Join(s.dir.path, file)
+		} else {
+			defer s.dir.remove(file)
+		}
+	}
+	if _, err := k.prepare(fl); err != nil {
+		return nil, err
+	}
+	rec := &sampleRecorder{
+		syncs:  make([]time.Duration, 0, o.Samples),
+		writes: make([]time.Duration, 0, o.Samples),
+		reads:  make([]time.Duration, 0, o.Samples),
+	}
+	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: true}, c.Ops)
 	if err != nil {
 		return nil, err
+	}
+	res.Latencies, res.Writes, res.Gap = rec.syncs, rec.writes, c.Gap
+	if c.Kind == config.KindRandRead {
+		res.Latencies, res.Gap = rec.reads, nil
 	}
 	slices.Sort(res.Latencies)
 	slices.Sort(res.Writes)
-	if o.Profile == ProfileEtcd && len(res.Latencies) > 0 && res.Latencies[len(res.Latencies)/2] < 10*time.Microsecond {
-		res.Warnings = append(res.Warnings, "fdatasync p50 < 10µs: the flush is not reaching a device (cache, tmpfs or a lying write cache)")
+	if out.flushLies {
+		res.Warnings = append(res.Warnings, "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)")
 	}
 	return res, nil
-}
-
-// checkWAL is fio's etcd recipe: one fresh file, fallocated, N sequential
-// writes with fdatasync after each, then deleted.
-func checkWAL(d *probeDir, o CheckOptions, rec *sampleRecorder, fl *inflight, stop *stopFlag) error {
-	size := int64(o.Samples) * o.BlockSize
-	if err := d.checkFree(size, o.MinFree); err != nil {
-		return err
-	}
-	name := filePrefix + "check-wal"
-	fd, err := d.create(name, 0)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		unix.Close(fd)
-		_ = d.remove(name)
-	}()
-	if err := unix.Fallocate(fd, 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-		return &opError{"fallocate", filepath.Join(d.path, name), err}
-	}
-	buf, err := alignedBuffer(int(o.BlockSize))
-	if err != nil {
-		return err
-	}
-	defer freeBuffer(buf)
-	fillRandom(buf)
-	rec.syncs = make([]time.Duration, 0, o.Samples)
-	rec.writes = make([]time.Duration, 0, o.Samples)
-	_, _, err = runWAL(fd, buf, 0, o.Samples, rec, fl, &stop.Bool, filepath.Join(d.path, name), true)
-	return err
-}
-
-// checkRead reads a working set that is pre-written with random data (and
-// kept, recognised by its header, when asked), with O_DIRECT.
-func checkRead(d *probeDir, o CheckOptions, rec *sampleRecorder, fl *inflight, stop *stopFlag, res *CheckResult) error {
-	name := filePrefix + "check-readset"
-	if !d.readsetValid(name, o.WorkingSet) {
-		if err := d.checkFree(o.WorkingSet, o.MinFree); err != nil {
-			return err
-		}
-		if _, err := d.writeReadset(name, o.WorkingSet, fl); err != nil {
-			return err
-		}
-	}
-	if o.KeepWorkingSet {
-		res.WorkingSetFile = filepath.Join(d.path, name)
-	} else {
-		defer d.remove(name)
-	}
-	fd, err := d.open(name, unix.O_RDONLY|unix.O_DIRECT)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("%s: %w", o.Dir, errNoODirect)
-		}
-		return err
-	}
-	defer unix.Close(fd)
-	bs := o.BlockSize
-	lo, hi := (readsetHeader+bs-1)/bs, o.WorkingSet/bs
-	if hi-lo < 1 {
-		return fmt.Errorf("working set of %d bytes holds no %d-byte block", o.WorkingSet, bs)
-	}
-	buf, err := alignedBuffer(int(bs))
-	if err != nil {
-		return err
-	}
-	defer freeBuffer(buf)
-	rec.reads = make([]time.Duration, 0, o.Samples)
-	_, err = runReads(fd, buf, newBlockPicker(lo, hi), o.Samples, rec, fl, &stop.Bool, filepath.Join(d.path, name), true)
-	return err
 }

@@ -38,7 +38,7 @@ func NewEngine(cfgs []config.Probe, procfs, sysfs string, logger *slog.Logger) *
 	}
 	e := &Engine{m: NewMetrics(), log: logger, budgets: map[uint64]*budget{}, gates: map[uint64]chan struct{}{}}
 	for _, c := range cfgs {
-		p := &probe{cfg: c, log: logger, m: e.m, procfs: procfs, sysfs: sysfs, fl: newInflight(), fd: -1}
+		p := &probe{cfg: c, log: logger, m: e.m, procfs: procfs, sysfs: sysfs, fl: newInflight()}
 		p.budget = func(dev uint64) *budget { return e.budgetFor(dev, int64(c.DailyWriteBudget)) }
 		p.gate = e.gateFor
 		// Series exist from the start, so a probe that never succeeds is

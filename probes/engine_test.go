@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,14 +86,22 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out after %v waiting for %s", d, what)
 }
 
-func TestWALProbeFreshLayout(t *testing.T) {
+// The append layout is etcd's: one preallocated 64 MB segment, kept open
+// across bursts (appends continue where the last burst stopped), removed
+// at shutdown; each burst's first op primes the path and is not timed.
+func TestWALProbeAppendLayout(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "canary")
+	gap := time.Millisecond
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
-		Interval: 30 * time.Millisecond, Ops: 20, MinFree: 1})
+		Interval: 30 * time.Millisecond, Ops: 20, Gap: &gap, MinFree: 1})
 	waitFor(t, 10*time.Second, "3 runs", func() bool {
 		m, ok := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": "wal"})
 		return ok && m.GetCounter().GetValue() >= 3
 	})
+	st, err := os.Stat(filepath.Join(dir, ".diskcanary-wal-wal"))
+	require.NoError(t, err, "the segment stays between bursts")
+	require.EqualValues(t, 64_000_000, st.Size(), "preallocated like etcd's 64 MB segment")
+	require.GreaterOrEqual(t, st.Sys().(*syscall.Stat_t).Blocks*512, int64(64_000_000), "allocated, not sparse")
 	stop()
 	mf := gather()
 	succ, _ := value(mf["diskcanary_probe_success"], map[string]string{"probe": "wal"})
@@ -100,19 +109,19 @@ func TestWALProbeFreshLayout(t *testing.T) {
 	h, ok := value(mf["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
 	require.True(t, ok)
 	n := h.GetHistogram().GetSampleCount()
-	require.GreaterOrEqual(t, n, uint64(60))
-	require.Zero(t, n%20, "fdatasyncs come in whole bursts of ops=20 (shutdown stops between bursts here)")
+	require.GreaterOrEqual(t, n, uint64(3*19))
+	require.Zero(t, n%19, "19 timed fdatasyncs per burst of ops=20: the first primes (shutdown stops between bursts here)")
 	require.Len(t, h.GetHistogram().GetBucket(), len(LatencyBuckets), "exactly the classic buckets")
 	w, _ := value(mf["diskcanary_write_duration_seconds"], map[string]string{"probe": "wal"})
 	require.Equal(t, n, w.GetHistogram().GetSampleCount(), "one write timed per fdatasync")
-	// 20 sequential 2300-byte writes from offset 0 dirty 12 pages in total
-	// (each write touches 1 or 2 pages, cleaned by the fdatasync before).
-	var perBurst int64
-	for i := int64(0); i < 20; i++ {
-		perBurst += pagesDirtied(i*2300, 2300)
-	}
+	// Bursts append at 0, 46,000, 92,000 …: 20 sequential 2300-byte writes
+	// each, every one dirtying the 1 or 2 pages it touches (the fdatasync
+	// before cleaned them).
+	cumulative := map[uint64]float64{1: 126_976, 2: 253_952, 3: 380_928, 4: 507_904, 5: 638_976, 6: 765_952, 7: 892_928, 8: 1_019_904}
 	written, _ := value(mf["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "wal"})
-	require.EqualValues(t, int64(n/20)*perBurst, written.GetCounter().GetValue())
+	want, ok := cumulative[n/19]
+	require.True(t, ok, "%d bursts: more than the table holds", n/19)
+	require.Equal(t, want, written.GetCounter().GetValue())
 	info, ok := value(mf["diskcanary_probe_target_info"], map[string]string{"probe": "wal", "path": dir})
 	require.True(t, ok)
 	labels := map[string]string{}
@@ -120,11 +129,34 @@ func TestWALProbeFreshLayout(t *testing.T) {
 		labels[l.GetName()] = l.GetValue()
 	}
 	require.NotEmpty(t, labels["fstype"])
-	require.Equal(t, "fresh", labels["layout"])
-	// The fresh WAL file is deleted after every burst and at shutdown.
+	require.Equal(t, "append", labels["layout"])
+	// The segment is removed at shutdown.
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// Ops are paced: gap passes between one op's end and the next one's start,
+// so a burst of 6 (the priming op and 5 timed) with a 40 ms gap takes at
+// least 200 ms.
+func TestWALProbePacesOps(t *testing.T) {
+	for _, tc := range []struct {
+		gap      time.Duration
+		min, max time.Duration
+	}{
+		{40 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second},
+		{0, 0, 150 * time.Millisecond},
+	} {
+		gap := tc.gap
+		p := readyProbe(t, config.Probe{Name: "paced", Kind: config.KindWAL, Dir: t.TempDir(), Ops: 6, Gap: &gap, MinFree: 1})
+		p.obsWrite, p.obsSync = p.m.write.WithLabelValues("paced", "", ""), p.m.fdatasync.WithLabelValues("paced", "", "")
+		start := time.Now()
+		_, err := p.kind.burst(daemonRunner(p), 6)
+		took := time.Since(start)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, took, tc.min, "gap %v", gap)
+		require.Less(t, took, tc.max, "gap %v", gap)
+	}
 }
 
 func TestWALProbeOverwriteLayout(t *testing.T) {
@@ -323,8 +355,9 @@ func TestBudgetIsTheFilesystemsSmallest(t *testing.T) {
 // neither measures the other's I/O.
 func TestProbesOnOneDeviceNeverOverlap(t *testing.T) {
 	dir := t.TempDir()
+	backToBack := time.Duration(0) // the WAL probe must not hold the device idle for most of the second
 	e, gather, stop := startEngine(t,
-		config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir, Interval: time.Millisecond, Jitter: 0.01, Ops: 10, MinFree: 1, DailyWriteBudget: 1 << 40},
+		config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir, Interval: time.Millisecond, Jitter: 0.01, Ops: 10, Gap: &backToBack, MinFree: 1, DailyWriteBudget: 1 << 40},
 		config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, Interval: time.Millisecond, Jitter: 0.01, Ops: 20, WorkingSet: 4 << 20, MinFree: 1})
 	runs := func(name string) float64 {
 		m, _ := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": name})
@@ -334,13 +367,22 @@ func TestProbesOnOneDeviceNeverOverlap(t *testing.T) {
 	wal, rr := e.probes[0].fl, e.probes[1].fl
 	var busy [2]int
 	start := time.Now()
+	// Reading two marks one after the other could see one op end and the
+	// next begin in between; so one mark is read before and after the
+	// other: the same start (a unique clock reading) both times means that
+	// op was in flight all along, the other one's reading included.
+	overlap := func(a, b *inflight) bool {
+		a0 := a.start.Load()
+		b0 := b.start.Load()
+		return a0 != 0 && b0 != 0 && a.start.Load() == a0
+	}
 	for time.Since(start) < time.Second {
-		w, r := wal.age() > 0, rr.age() > 0
-		require.False(t, w && r, "a WAL op and a read in flight at once")
-		if w {
+		require.False(t, overlap(wal, rr), "a read in flight during a WAL op")
+		require.False(t, overlap(rr, wal), "a WAL op in flight during a read")
+		if wal.age() > 0 {
 			busy[0]++
 		}
-		if r {
+		if rr.age() > 0 {
 			busy[1]++
 		}
 	}

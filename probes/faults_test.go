@@ -35,7 +35,8 @@ func mount(t *testing.T, args ...string) {
 func TestTmpfsIsNamedAndItsFlushFlagged(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
-	mount(t, "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir)
+	// mode=0700: a probe directory others can write to is refused.
+	mount(t, "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", dir)
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 20, MinFree: 1})
 	waitFor(t, 5*time.Second, "a cycle", func() bool {
@@ -203,8 +204,9 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 			dir := filepath.Join(mnt, "canary")
 			require.NoError(t, os.Mkdir(dir, 0o700))
 			fill(t, mnt, tc.inodes)
+			// A 1 MiB segment: the default 64 MB would not fit even empty.
 			_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
-				Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+				Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, SegmentSize: 1 << 20})
 			success := func() float64 {
 				m, _ := value(gather()["diskcanary_probe_success"], map[string]string{"probe": "wal"})
 				return m.GetGauge().GetValue()

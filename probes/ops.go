@@ -15,6 +15,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // go:linkname
 
 	"golang.org/x/sys/unix"
 )
@@ -35,6 +36,29 @@ type readRecorder interface {
 	recordRead(d time.Duration)
 }
 
+// recorder takes both kinds' ops: the daemon's histograms, check's samples.
+type recorder interface {
+	walRecorder
+	readRecorder
+}
+
+// runner is how a burst runs: where its ops go, the target's in-flight
+// mark (for the stall watchdog), the flag that stops it between ops, and
+// whether the syscalls are raw (check only, timedio.go).
+type runner struct {
+	rec  recorder
+	fl   *inflight
+	stop *atomic.Bool
+	raw  bool
+}
+
+// burstResult is what a burst did besides its timed ops.
+type burstResult struct {
+	written   int64 // bytes dirtied, page-granular
+	read      int64
+	flushLies bool // fdatasync did not reach a device (wal)
+}
+
 // inflight tracks the single op in flight on a target, for the stall
 // watchdog. It holds the op's start on the runtime's monotonic clock
 // (cheaper than time.Now on every op), 0 when idle.
@@ -46,16 +70,13 @@ func newInflight() *inflight { return &inflight{} }
 
 func (f *inflight) begin() { f.mark(nanotime()) }
 
-// mark records an op that started at now (a nanotime reading).
-//
-//go:nosplit
-func (f *inflight) mark(now int64) { f.start.Store(now | 1) } // |1 keeps it non-zero
+// mark and end are in timedio.go (timedio_race.go under -race).
 
-// end marks the op done. mark and end run in syscall state, where the
-// stack must not grow: nosplit.
+// nanotime is CLOCK_MONOTONIC through the vDSO; callable in syscall state
+// (the runtime itself reads it there).
 //
-//go:nosplit
-func (f *inflight) end() { f.start.Store(0) }
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // age is how long the current op has been in flight (0 when idle).
 func (f *inflight) age() time.Duration {
@@ -150,21 +171,24 @@ func pagesDirtied(off, n int64) int64 {
 }
 
 // runWAL does n × {pwrite(bs at off); fdatasync} sequentially from off,
-// timing the write and the fdatasync separately on the monotonic clock. It
-// returns the next offset and the bytes dirtied. stop is checked between
-// ops so shutdown never waits for a whole cycle.
-// The clock is read inside the syscall wrapper (timedio.go); raw is for
-// check only (see there).
-func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, int64, error) {
+// sleeping gap before each op (after the previous one ended: fio's
+// thinktime). Each op's write and fdatasync are timed apart on the
+// monotonic clock, read inside the syscall wrapper (timedio.go). It
+// returns the next offset and the bytes dirtied. The stop flag is checked
+// between ops, so shutdown never waits for a whole burst.
+func runWAL(fd int, buf []byte, off int64, n int, gap time.Duration, rec walRecorder, r *runner, path string) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
 	tid, raised, _ := raisePriority() // priority.go
 	defer lowerPriority(tid, raised)
 	for i := 0; i < n; i++ {
-		if stop != nil && stop.Load() {
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+		if r.stop != nil && r.stop.Load() {
 			return off, dirtied, errInterrupted
 		}
-		op := timedWALOp(fl, raw, fd, buf, off)
+		op := timedWALOp(r.fl, r.raw, fd, buf, off)
 		dirtied += pagesDirtied(off, int64(op.wrote))
 		if op.err != nil {
 			return off, dirtied, &opError{op.stage, path, op.err}
@@ -175,27 +199,32 @@ func runWAL(fd int, buf []byte, off int64, n int, rec walRecorder, fl *inflight,
 	return off, dirtied, nil
 }
 
+// unrecorded takes ops that are run but not measured.
+type unrecorded struct{}
+
+func (unrecorded) recordWAL(_, _ time.Duration) {}
+
 // runReads does n O_DIRECT preads of len(buf) bytes at uniform random
 // aligned offsets in [lo, hi) blocks.
-func runReads(fd int, buf []byte, rng *blockPicker, n int, rec readRecorder, fl *inflight, stop *atomic.Bool, path string, raw bool) (int64, error) {
+func runReads(fd int, buf []byte, rng *blockPicker, n int, r *runner, path string) (int64, error) {
 	var read int64
 	bs := int64(len(buf))
 	tid, raised, _ := raisePriority() // priority.go
 	defer lowerPriority(tid, raised)
 	for i := 0; i < n; i++ {
-		if stop != nil && stop.Load() {
+		if r.stop != nil && r.stop.Load() {
 			return read, errInterrupted
 		}
 		off := rng.next() * bs
-		r, d, err := timedPread(fl, raw, fd, buf, off)
+		got, d, err := timedPread(r.fl, r.raw, fd, buf, off)
 		if err != nil {
 			return read, &opError{"read", path, err}
 		}
-		if int64(r) != bs {
+		if int64(got) != bs {
 			return read, &opError{"read", path, errShortIO}
 		}
 		read += bs
-		rec.recordRead(d)
+		r.rec.recordRead(d)
 	}
 	return read, nil
 }
@@ -217,5 +246,31 @@ func freeBuffer(b []byte) {
 	}
 }
 
-// stopFlag asks a running loop to stop between ops.
-type stopFlag struct{ atomic.Bool }
+// walOp is one WAL op's outcome: the pwrite's result and both durations.
+// stage names the syscall that failed when err is set.
+type walOp struct {
+	wrote     int
+	write     time.Duration
+	fdatasync time.Duration
+	stage     string
+	err       error
+}
+
+// walOpResult builds a WAL op's outcome from its syscalls' results and
+// clock readings: t0 before the write, t1 after it, t2 after the
+// fdatasync (t1 when it was skipped).
+func walOpResult(werr, serr unix.Errno, n, want int, t0, t1, t2 int64) (op walOp) {
+	switch {
+	case werr != 0:
+		op.stage, op.err = "write", werr
+	case n != want:
+		op.stage, op.err = "write", errShortIO
+	case serr != 0:
+		op.stage, op.err = "fdatasync", serr
+	}
+	if werr == 0 {
+		op.wrote = n
+	}
+	op.write, op.fdatasync = time.Duration(t1-t0), time.Duration(t2-t1)
+	return op
+}

@@ -3,26 +3,49 @@ package probes
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/procfs/blockdevice"
-	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/config"
 )
 
-// probe is one configured probe and its state. Only its own goroutine
-// touches the fields below `mu-free`; the scrape reads fl and metrics.
+// prober is one probe kind: how it opens on a site, lays out what it needs
+// (setup I/O, under the device's gate) and runs a burst of timed ops. The
+// daemon's loop and check drive the same probers.
+type prober interface {
+	open(s *site) error
+	// prepare returns the bytes it wrote.
+	prepare(fl *inflight) (int64, error)
+	burst(r *runner, ops int) (burstResult, error)
+	close()
+}
+
+// kinds builds a kind's prober from its config; file is the name of the
+// kind's file in the probe directory.
+var kinds = map[string]func(c config.Probe, file string) prober{
+	config.KindWAL:      func(c config.Probe, file string) prober { return newWALProbe(c, file) },
+	config.KindRandRead: func(c config.Probe, file string) prober { return newReadProbe(c, file) },
+}
+
+// fileSuffix names each kind's file: .diskcanary-<probe>-<suffix>.
+func fileSuffix(c config.Probe) string {
+	switch {
+	case c.Kind == config.KindRandRead:
+		return "readset"
+	case c.Layout == config.LayoutOverwrite:
+		return "overwrite"
+	}
+	return "wal"
+}
+
+// probe is one configured probe in the daemon: the kind-agnostic loop that
+// owns the schedule, the device gate, the write budget and the metrics.
+// Only its own goroutine touches its fields, except fl and stop, which the
+// scrape and shutdown read.
 type probe struct {
 	cfg    config.Probe
 	log    *slog.Logger
@@ -31,46 +54,32 @@ type probe struct {
 	sysfs  string
 	fl     *inflight
 	stop   atomic.Bool
-	budget func(dev uint64) *budget
-	gate   func(dev uint64) chan struct{}
+	budget func(fsDev uint64) *budget
+	gate   func(key uint64) chan struct{}
 
-	// set by loop, owned by the probe goroutine
-	done   <-chan struct{} // closed at shutdown
-	tid    int             // the loop's thread
-	raised bool            // at raised priority (priority.go)
-
-	// set up by setup(), owned by the probe goroutine
-	ready        bool
-	dir          *probeDir
-	target       blockdev.Target
-	devID        uint64
-	fd           int // randread: working set or device; overwrite: the WAL file
-	buf          []byte
-	picker       *blockPicker
-	bud          *budget
+	// owned by the probe's goroutine
+	done         <-chan struct{} // closed at shutdown
+	tid          int             // the loop's thread
+	raised       bool            // at raised priority (priority.go)
+	kind         prober          // nil until opened
+	site         *site
 	devGate      chan struct{} // held for a whole cycle: probes never time each other
-	overOff      int64
+	prepared     bool
 	obsWrite     prometheus.Observer
 	obsSync      prometheus.Observer
 	obsRead      prometheus.Observer
-	syncs        []time.Duration // this cycle's fdatasync latencies, for the flush check
-	stalled      bool            // watchdog's last verdict, for logging transitions
+	stalled      bool // watchdog's last verdict, for logging transitions
 	flushFlagged bool
 }
 
 func (p *probe) recordWAL(w, s time.Duration) {
 	p.obsWrite.Observe(w.Seconds())
 	p.obsSync.Observe(s.Seconds())
-	if len(p.syncs) < cap(p.syncs) {
-		p.syncs = append(p.syncs, s)
-	}
 }
 
 func (p *probe) recordRead(d time.Duration) { p.obsRead.Observe(d.Seconds()) }
 
-func (p *probe) walFile() string       { return filePrefix + p.cfg.Name + "-wal" }
-func (p *probe) overwriteFile() string { return filePrefix + p.cfg.Name + "-overwrite" }
-func (p *probe) readsetFile() string   { return filePrefix + p.cfg.Name + "-readset" }
+func (p *probe) file() string { return filePrefix + p.cfg.Name + "-" + fileSuffix(p.cfg) }
 
 // loop runs cycles until ctx is done. Setup is retried every interval, so a
 // directory that appears later, or a remount read-write, recovers by itself.
@@ -123,9 +132,12 @@ func (p *probe) runCycle() {
 	p.m.success.WithLabelValues(name).Set(1)
 }
 
+// cycle opens the target if needed, then, holding the device's gate, lays
+// it out if needed and runs one burst: no probe ever times another's I/O,
+// setup I/O included.
 func (p *probe) cycle() error {
-	if !p.ready {
-		if err := atNormalPriority(p.tid, p.raised, p.setup); err != nil {
+	if p.kind == nil {
+		if err := p.open(); err != nil {
 			return err
 		}
 	}
@@ -135,340 +147,118 @@ func (p *probe) cycle() error {
 	case <-p.done:
 		return errInterrupted
 	}
-	switch {
-	case p.cfg.Kind == config.KindRandRead:
-		n, err := runReads(p.fd, p.buf, p.picker, p.cfg.Ops, p, p.fl, &p.stop, p.cfg.Dir+p.cfg.Device, false)
-		p.m.readBytes.WithLabelValues(p.cfg.Name).Add(float64(n))
-		return err
-	case p.cfg.Layout == config.LayoutOverwrite:
-		return p.walCycle(false)
-	default:
-		return p.walCycle(true)
-	}
-}
-
-// walCycle is one burst of WAL-pattern writes. fresh: a new fallocated file
-// each cycle, as etcd's new WAL segments and first-run fio see it.
-func (p *probe) walCycle(fresh bool) error {
-	size := int64(p.cfg.Ops) * int64(p.cfg.BlockSize)
-	if !p.bud.allow() {
-		return errBudget
-	}
-	fd, off := p.fd, p.overOff
-	if fresh {
-		if err := p.dir.checkFree(size, int64(p.cfg.MinFree)); err != nil {
+	if !p.prepared {
+		var written int64
+		err := atNormalPriority(p.tid, p.raised, func() error {
+			var err error
+			written, err = p.kind.prepare(p.fl)
 			return err
-		}
-		var err error
-		fd, err = p.dir.create(p.walFile(), 0)
+		})
+		p.m.written.WithLabelValues(p.cfg.Name).Add(float64(written))
 		if err != nil {
 			return err
 		}
-		defer func() {
-			unix.Close(fd)
-			_ = p.dir.remove(p.walFile())
-		}()
-		if err := unix.Fallocate(fd, 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-			return &opError{"fallocate", filepath.Join(p.dir.path, p.walFile()), err}
-		}
-		off = 0
+		p.prepared = true
 	}
-	flushesBefore, flushOK := p.deviceFlushes()
-	p.syncs = p.syncs[:0]
-	next, dirtied, err := runWAL(fd, p.buf, off, p.cfg.Ops, p, p.fl, &p.stop, filepath.Join(p.dir.path, p.walFile()), false)
-	p.m.written.WithLabelValues(p.cfg.Name).Add(float64(dirtied))
-	p.bud.spend(dirtied + int64(len(p.syncs))*journalPerSync)
-	if !fresh {
-		p.overOff = next % (int64(p.cfg.Ops) * int64(p.cfg.BlockSize))
+	res, err := p.kind.burst(&runner{rec: p, fl: p.fl, stop: &p.stop}, p.cfg.Ops)
+	p.m.written.WithLabelValues(p.cfg.Name).Add(float64(res.written))
+	if res.read > 0 {
+		p.m.readBytes.WithLabelValues(p.cfg.Name).Add(float64(res.read))
 	}
 	if err != nil {
 		return err
 	}
-	flushesAfter, _ := p.deviceFlushes()
-	p.checkFlush(flushOK && flushesAfter == flushesBefore)
+	if p.cfg.Kind == config.KindWAL {
+		p.flagFlush(res.flushLies)
+	}
 	return nil
 }
 
-// checkFlush flags a flush that never reaches a device: fdatasync that is
-// faster than any real device could persist (p50 < 10 µs) while the block
-// device saw no flush request (or there is no block device at all).
-func (p *probe) checkFlush(noFlushSeen bool) {
-	if len(p.syncs) == 0 {
-		return
+// open opens the site and the kind on it, and publishes what it measures.
+func (p *probe) open() error {
+	p.teardown()
+	var s *site
+	var err error
+	if p.cfg.Device != "" {
+		s, err = openDeviceSite(p.cfg.Device, int64(p.cfg.BlockSize), p.procfs, p.sysfs, p.log)
+	} else {
+		s, err = openDirSite(p.cfg.Dir, p.procfs, p.sysfs, p.log)
 	}
-	slices.Sort(p.syncs)
-	p50 := p.syncs[len(p.syncs)/2]
-	lying := p50 < 10*time.Microsecond && (noFlushSeen || p.target.Device == "")
+	if err != nil {
+		return err
+	}
+	k := kinds[p.cfg.Kind](p.cfg, p.file())
+	if err := k.open(s); err != nil {
+		k.close()
+		s.close()
+		return err
+	}
+	if w, ok := k.(*walProbe); ok {
+		// Only WAL bursts spend the budget; the read working set is
+		// written once and then only read.
+		w.bud = p.budget(s.fsDev)
+	}
+	p.site, p.kind = s, k
+	p.devGate = p.gate(s.gateKey)
+	t := s.target
+	switch p.cfg.Kind {
+	case config.KindWAL:
+		p.obsWrite = p.m.write.WithLabelValues(p.cfg.Name, t.Path, t.Device)
+		p.obsSync = p.m.fdatasync.WithLabelValues(p.cfg.Name, t.Path, t.Device)
+	case config.KindRandRead:
+		p.obsRead = p.m.read.WithLabelValues(p.cfg.Name, t.Path, t.Device)
+	}
+	p.publishTarget()
+	return nil
+}
+
+func (p *probe) flagFlush(lying bool) {
 	v := 0.0
 	if lying {
 		v = 1
 	}
 	if lying && !p.flushFlagged {
 		p.log.Warn("fdatasync is not reaching the device: results describe a cache, not the disk",
-			"probe", p.cfg.Name, "path", p.cfg.Dir, "device", p.target.Device, "fdatasync_p50", p50)
+			"probe", p.cfg.Name, "path", p.cfg.Dir, "device", p.site.target.Device)
 	}
 	p.flushFlagged = lying
 	p.m.warning.WithLabelValues(p.cfg.Name, "flush_not_reaching_device").Set(v)
 }
 
-// deviceFlushes reads the completed-flush count of the probe's device from
-// /proc/diskstats; ok is false when the kernel (< 5.5) or device has none.
-func (p *probe) deviceFlushes() (uint64, bool) {
-	if p.target.Device == "" {
-		return 0, false
-	}
-	fs, err := blockdevice.NewFS(p.procfs, p.sysfs)
-	if err != nil {
-		return 0, false
-	}
-	stats, err := fs.ProcDiskstats()
-	if err != nil {
-		return 0, false
-	}
-	for _, s := range stats {
-		if s.DeviceName == p.target.Device {
-			return s.FlushRequestsCompleted, s.IoStatsCount >= 20
-		}
-	}
-	return 0, false
-}
-
-// setup opens and checks the target. It is redone after any failure.
-func (p *probe) setup() error {
-	p.teardown()
-	var err error
-	if p.cfg.Device != "" {
-		err = p.setupDevice()
-	} else {
-		err = p.setupDir()
-	}
-	if err != nil {
-		p.teardown()
-		return err
-	}
-	// Bursts on one block device never overlap, whichever probes and
-	// directories they come from: a probe must not measure another's I/O.
-	// Keyed by the block device under the target, or the filesystem's
-	// st_dev when that is unknown.
-	dev := p.devID
-	if p.target.Major != 0 || p.target.Minor != 0 {
-		dev = unix.Mkdev(p.target.Major, p.target.Minor)
-	}
-	p.devGate = p.gate(dev)
-	p.ready = true
-	return nil
-}
-
-func (p *probe) setupDir() error {
-	d, err := openProbeDir(p.cfg.Dir)
-	if err != nil {
-		return err
-	}
-	p.dir = d
-	t, err := blockdev.Resolve(p.cfg.Dir, p.procfs, p.sysfs)
-	if err != nil {
-		p.log.Warn("cannot resolve the device under the probe directory", "probe", p.cfg.Name, "err", err)
-		t.Path = p.cfg.Dir
-	}
-	p.target = t
-	var st unix.Stat_t
-	if unix.Fstat(d.fd, &st) == nil {
-		p.devID = st.Dev
-	}
-	if p.cfg.Kind == config.KindWAL {
-		// Only WAL bursts spend the budget; the read working set is
-		// written once and then only read.
-		p.bud = p.budget(p.devID)
-	}
-	p.publishTarget()
-	p.checkODirect()
-
-	if p.cfg.Kind == config.KindWAL {
-		buf, err := alignedBuffer(int(p.cfg.BlockSize))
-		if err != nil {
-			return err
-		}
-		// Non-zero, incompressible payload: some devices and filesystems
-		// short-cut zeros.
-		fillRandom(buf)
-		p.buf = buf
-		p.syncs = make([]time.Duration, 0, p.cfg.Ops)
-		p.obsWrite = p.m.write.WithLabelValues(p.cfg.Name, t.Path, t.Device)
-		p.obsSync = p.m.fdatasync.WithLabelValues(p.cfg.Name, t.Path, t.Device)
-		if p.cfg.Layout == config.LayoutOverwrite {
-			return p.prepareOverwrite()
-		}
-		return nil
-	}
-	return p.prepareReadset()
-}
-
-// prepareOverwrite writes the overwrite-layout file once, fully, so every
-// later cycle overwrites allocated, written blocks.
-func (p *probe) prepareOverwrite() error {
-	size := int64(p.cfg.Ops) * int64(p.cfg.BlockSize)
-	name := p.overwriteFile()
-	if fd, err := p.dir.open(name, unix.O_RDWR); err == nil {
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil && st.Size == size && st.Blocks*512 >= size {
-			p.fd = fd
-			return nil
-		}
-		unix.Close(fd)
-	}
-	if err := p.dir.checkFree(size, int64(p.cfg.MinFree)); err != nil {
-		return err
-	}
-	fd, err := p.dir.create(name, 0)
-	if err != nil {
-		return err
-	}
-	chunk := make([]byte, size)
-	fillRandom(chunk)
-	if _, err := unix.Pwrite(fd, chunk, 0); err != nil {
-		unix.Close(fd)
-		return &opError{"write", name, err}
-	}
-	if err := unix.Fdatasync(fd); err != nil {
-		unix.Close(fd)
-		return &opError{"fdatasync", name, err}
-	}
-	p.m.written.WithLabelValues(p.cfg.Name).Add(float64(pagesDirtied(0, size)))
-	p.fd = fd
-	return nil
-}
-
-func (p *probe) prepareReadset() error {
-	size := int64(p.cfg.WorkingSet)
-	name := p.readsetFile()
-	if !p.dir.readsetValid(name, size) {
-		if err := p.dir.checkFree(size, int64(p.cfg.MinFree)); err != nil {
-			return err
-		}
-		p.log.Info("writing the read working set once (kept across restarts)", "probe", p.cfg.Name,
-			"path", filepath.Join(p.dir.path, name), "bytes", size)
-		n, err := p.dir.writeReadset(name, size, p.fl)
-		p.m.written.WithLabelValues(p.cfg.Name).Add(float64(n))
-		if err != nil {
-			return err
-		}
-	}
-	fd, err := p.dir.open(name, unix.O_RDONLY|unix.O_DIRECT)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("%s: %w", p.cfg.Dir, errNoODirect)
-		}
-		return err
-	}
-	return p.useReadFD(fd, size, readsetHeader)
-}
-
-// setupDevice opens a block device read-only with O_DIRECT. It is never
-// opened for writing.
-func (p *probe) setupDevice() error {
-	fd, err := unix.Open(p.cfg.Device, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("%s: %w", p.cfg.Device, errNoODirect)
-		}
-		return &opError{"open", p.cfg.Device, err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		unix.Close(fd)
-		return fmt.Errorf("%s: %w: not a block device", p.cfg.Device, errUnsafe)
-	}
-	var size uint64
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
-		unix.Close(fd)
-		return &opError{"ioctl BLKGETSIZE64", p.cfg.Device, e}
-	}
-	lbs, err := unix.IoctlGetInt(fd, unix.BLKSSZGET)
-	if err == nil && lbs > 0 && int64(p.cfg.BlockSize)%int64(lbs) != 0 {
-		unix.Close(fd)
-		return fmt.Errorf("%s: block_size %d is not a multiple of the logical block size %d", p.cfg.Device, p.cfg.BlockSize, lbs)
-	}
-	p.target = blockdev.Target{Path: p.cfg.Device, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev),
-		Device: deviceName(p.sysfs, unix.Major(st.Rdev), unix.Minor(st.Rdev))}
-	p.devID = st.Rdev
-	p.publishTarget()
-	return p.useReadFD(fd, int64(size), 0)
-}
-
-func (p *probe) useReadFD(fd int, size, skip int64) error {
-	bs := int64(p.cfg.BlockSize)
-	lo := (skip + bs - 1) / bs
-	hi := size / bs
-	if hi-lo < 1 {
-		unix.Close(fd)
-		return fmt.Errorf("%s: working set of %d bytes holds no %d-byte block", p.cfg.Name, size, bs)
-	}
-	buf, err := alignedBuffer(int(bs))
-	if err != nil {
-		unix.Close(fd)
-		return err
-	}
-	p.fd, p.buf = fd, buf
-	p.picker = newBlockPicker(lo, hi)
-	p.obsRead = p.m.read.WithLabelValues(p.cfg.Name, p.target.Path, p.target.Device)
-	return nil
-}
-
-// checkODirect reports a filesystem that refuses O_DIRECT (tmpfs, some
-// FUSE): reads there would come from the page cache.
-func (p *probe) checkODirect() {
-	name := filePrefix + p.cfg.Name + "-odirect-check"
-	fd, err := p.dir.create(name, unix.O_DIRECT)
-	refused := errors.Is(err, unix.EINVAL)
-	if err == nil {
-		unix.Close(fd)
-	}
-	_ = p.dir.remove(name)
-	v := 0.0
-	if refused {
-		v = 1
-		p.log.Warn("filesystem refuses O_DIRECT: reads cannot bypass the page cache", "probe", p.cfg.Name, "path", p.cfg.Dir)
-	}
-	p.m.warning.WithLabelValues(p.cfg.Name, "odirect_refused").Set(v)
-}
-
-// publishTarget exports target_info and the untrusted-filesystem warning.
+// publishTarget exports target_info and the untrusted-filesystem warnings.
 func (p *probe) publishTarget() {
-	t := p.target
+	t := p.site.target
 	p.m.targetInfo.DeletePartialMatch(prometheus.Labels{"probe": p.cfg.Name})
 	p.m.targetInfo.WithLabelValues(p.cfg.Name, p.cfg.Kind, p.cfg.Layout, t.Path, t.Device, t.FSType, t.Mountpoint).Set(1)
-	if p.dir == nil {
+	if p.site.dir == nil {
 		return
 	}
 	for _, w := range []string{"tmpfs", "overlayfs", "fuse", "zfs", "nfs"} {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(0)
 	}
-	if w := p.dir.fsWarning(); w != "" {
+	if w := p.site.dir.fsWarning(); w != "" {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(1)
 		p.log.Warn("probe directory is on a filesystem that does not tell the truth about disk latency",
 			"probe", p.cfg.Name, "path", t.Path, "fstype", t.FSType, "warning", w)
 	}
+	if r, ok := p.kind.(*readProbe); ok {
+		v := 0.0
+		if r.odirectRefused {
+			v = 1
+			p.log.Warn("filesystem refuses O_DIRECT: reads cannot bypass the page cache", "probe", p.cfg.Name, "path", p.cfg.Dir)
+		}
+		p.m.warning.WithLabelValues(p.cfg.Name, "odirect_refused").Set(v)
+	}
 }
 
 func (p *probe) teardown() {
-	if p.fd > 0 {
-		unix.Close(p.fd)
+	if p.kind != nil {
+		p.kind.close()
+		p.kind = nil
 	}
-	p.fd = -1
-	freeBuffer(p.buf)
-	p.buf = nil
-	p.dir.close()
-	p.dir = nil
-	p.ready = false
-}
-
-// deviceName maps MAJ:MIN to the kernel name through sysfs.
-func deviceName(sysfs string, major, minor uint32) string {
-	link, err := os.Readlink(filepath.Join(sysfs, "dev/block", fmt.Sprintf("%d:%d", major, minor)))
-	if err != nil {
-		return ""
-	}
-	return filepath.Base(link)
+	p.site.close()
+	p.site = nil
+	p.prepared = false
 }
 
 func fillRandom(b []byte) {

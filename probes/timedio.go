@@ -1,3 +1,5 @@
+//go:build !race
+
 package probes
 
 import (
@@ -36,11 +38,16 @@ func entersyscall()
 //go:linkname exitsyscall runtime.exitsyscall
 func exitsyscall()
 
-// nanotime is CLOCK_MONOTONIC through the vDSO; callable in syscall state
-// (the runtime itself reads it there).
+// mark records an op that started at now (a nanotime reading). mark and
+// end run in syscall state, where the stack must not grow: nosplit.
 //
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
+//go:nosplit
+func (f *inflight) mark(now int64) { f.start.Store(now | 1) } // |1 keeps it non-zero
+
+// end marks the op done.
+//
+//go:nosplit
+func (f *inflight) end() { f.start.Store(0) }
 
 // timedPread is one read, timed. The op is marked in flight (for the stall
 // watchdog) from the same clock reading that starts its measurement.
@@ -64,16 +71,6 @@ func timedPread(fl *inflight, raw bool, fd int, b []byte, off int64) (int, time.
 		return 0, 0, errno
 	}
 	return int(n), time.Duration(end - start), nil
-}
-
-// walOp is one WAL op's outcome: the pwrite's result and both durations.
-// stage names the syscall that failed when err is set.
-type walOp struct {
-	wrote     int
-	write     time.Duration
-	fdatasync time.Duration
-	stage     string
-	err       error
 }
 
 // timedWALOp is one WAL op, pwrite then fdatasync, in one pass through
@@ -101,17 +98,5 @@ func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64) (op walOp) 
 	if !raw {
 		exitsyscall()
 	}
-	switch {
-	case werr != 0:
-		op.stage, op.err = "write", werr
-	case int(n) != len(b):
-		op.stage, op.err = "write", errShortIO
-	case serr != 0:
-		op.stage, op.err = "fdatasync", serr
-	}
-	if werr == 0 {
-		op.wrote = int(n)
-	}
-	op.write, op.fdatasync = time.Duration(t1-t0), time.Duration(t2-t1)
-	return op
+	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2)
 }

@@ -42,8 +42,9 @@ func TestCheckJSONContract(t *testing.T) {
 	for k := range got {
 		keys = append(keys, k)
 	}
-	require.ElementsMatch(t, []string{"profile", "path", "device", "filesystem", "samples", "latency_seconds", "threshold_seconds", "pass"}, keys)
+	require.ElementsMatch(t, []string{"profile", "path", "device", "filesystem", "samples", "gap_seconds", "latency_seconds", "threshold_seconds", "pass"}, keys)
 	require.Equal(t, "etcd", got["profile"])
+	require.Equal(t, 0.01, got["gap_seconds"], "paced like etcd by default")
 	require.EqualValues(t, 300, got["samples"])
 	require.Equal(t, true, got["pass"])
 	lat := got["latency_seconds"].(map[string]any)
@@ -64,10 +65,14 @@ func TestCheckAllProfilesIsAnArray(t *testing.T) {
 	require.Equal(t, 0, code)
 	var got []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
-	require.Len(t, got, 2)
+	require.Len(t, got, 3)
 	require.Equal(t, "etcd", got[0]["profile"])
-	require.Equal(t, "randread", got[1]["profile"])
-	require.EqualValues(t, 200, got[1]["samples"])
+	require.Equal(t, 0.01, got[0]["gap_seconds"])
+	require.Equal(t, "fio-etcd", got[1]["profile"])
+	require.Equal(t, 0.0, got[1]["gap_seconds"], "fio's recipe: back to back")
+	require.Equal(t, "randread", got[2]["profile"])
+	require.NotContains(t, got[2], "gap_seconds")
+	require.EqualValues(t, 200, got[2]["samples"])
 }
 
 func TestCheckExitCodes(t *testing.T) {

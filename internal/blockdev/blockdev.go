@@ -50,13 +50,13 @@ func Resolve(path, procfs, sysfs string) (Target, error) {
 		return t, err
 	}
 	t.Mountpoint, t.FSType, t.Source = m.mountpoint, m.fstype, m.source
-	t.Device = sysfsName(sysfs, t.Major, t.Minor)
+	t.Device = KernelName(sysfs, t.Major, t.Minor)
 	if t.Device == "" && strings.HasPrefix(t.Source, "/dev/") {
 		// btrfs (and some others) report an anonymous st_dev; the mount
 		// source names the real device.
 		var sst unix.Stat_t
 		if unix.Stat(t.Source, &sst) == nil && sst.Mode&unix.S_IFMT == unix.S_IFBLK {
-			t.Device = sysfsName(sysfs, unix.Major(sst.Rdev), unix.Minor(sst.Rdev))
+			t.Device = KernelName(sysfs, unix.Major(sst.Rdev), unix.Minor(sst.Rdev))
 		}
 	}
 	if t.Device != "" {
@@ -65,8 +65,9 @@ func Resolve(path, procfs, sysfs string) (Target, error) {
 	return t, nil
 }
 
-// sysfsName maps MAJ:MIN to the kernel device name via /sys/dev/block.
-func sysfsName(sysfs string, major, minor uint32) string {
+// KernelName maps MAJ:MIN to the kernel device name via /sys/dev/block
+// (the name in /proc/diskstats).
+func KernelName(sysfs string, major, minor uint32) string {
 	link, err := os.Readlink(filepath.Join(sysfs, "dev/block", fmt.Sprintf("%d:%d", major, minor)))
 	if err != nil {
 		return ""

@@ -1,0 +1,134 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+)
+
+// readProbe is the 4 KiB O_DIRECT random read: uniform random aligned
+// offsets over a working set pre-written with random data (never-written
+// regions return zeros fast and flatter the disk), or over a block device
+// opened read-only.
+type readProbe struct {
+	name       string
+	bs         int64
+	workingSet int64
+	minFree    int64
+	device     string // a block device instead of a working-set file
+	file       string // the working set's name in the directory
+
+	s      *site
+	fd     int
+	buf    []byte
+	picker *blockPicker
+	// odirectRefused: the directory's filesystem refuses O_DIRECT, so
+	// reads there would come from the page cache.
+	odirectRefused bool
+}
+
+func newReadProbe(c config.Probe, file string) *readProbe {
+	return &readProbe{name: c.Name, bs: int64(c.BlockSize), workingSet: int64(c.WorkingSet),
+		minFree: int64(c.MinFree), device: c.Device, file: file, fd: -1}
+}
+
+func (r *readProbe) open(s *site) error {
+	r.s = s
+	if r.device != "" {
+		return nil
+	}
+	r.odirectRefused = s.dir.refusesODirect(filePrefix + r.name + "-odirect-check")
+	return nil
+}
+
+// prepare writes the working set if it is not there yet (setup I/O, under
+// the device's gate) and opens it, or opens the block device.
+func (r *readProbe) prepare(fl *inflight) (int64, error) {
+	if r.device != "" {
+		return 0, r.useReadFD(r.s.devFD, r.s.devSize, 0)
+	}
+	var written int64
+	if !r.s.dir.readsetValid(r.file, r.workingSet) {
+		if err := r.s.dir.checkFree(r.workingSet, r.minFree); err != nil {
+			return 0, err
+		}
+		r.s.log.Info("writing the read working set once (kept across restarts)", "probe", r.name,
+			"path", filepath.Join(r.s.dir.path, r.file), "bytes", r.workingSet)
+		n, err := r.s.dir.writeReadset(r.file, r.workingSet, fl)
+		written = n
+		if err != nil {
+			return written, err
+		}
+	}
+	fd, err := r.s.dir.open(r.file, unix.O_RDONLY|unix.O_DIRECT)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return written, fmt.Errorf("%s: %w", r.s.dir.path, errNoODirect)
+		}
+		return written, err
+	}
+	return written, r.useReadFD(fd, r.workingSet, readsetHeader)
+}
+
+func (r *readProbe) useReadFD(fd int, size, skip int64) error {
+	lo := (skip + r.bs - 1) / r.bs
+	hi := size / r.bs
+	if hi-lo < 1 {
+		if fd != r.s.devFD {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("%s: working set of %d bytes holds no %d-byte block", r.name, size, r.bs)
+	}
+	buf, err := alignedBuffer(int(r.bs))
+	if err != nil {
+		if fd != r.s.devFD {
+			unix.Close(fd)
+		}
+		return err
+	}
+	r.fd, r.buf = fd, buf
+	r.picker = newBlockPicker(lo, hi)
+	return nil
+}
+
+func (r *readProbe) burst(run *runner, ops int) (burstResult, error) {
+	n, err := runReads(r.fd, r.buf, r.picker, ops, run, r.s.where())
+	return burstResult{read: n}, err
+}
+
+func (r *readProbe) close() {
+	// A block device's fd belongs to the site.
+	if r.fd >= 0 && (r.s == nil || r.fd != r.s.devFD) {
+		unix.Close(r.fd)
+	}
+	r.fd = -1
+	freeBuffer(r.buf)
+	r.buf = nil
+}
+
+// openBlockDev opens a block device read-only with O_DIRECT and returns
+// its size and logical block size. It is never opened for writing.
+func openBlockDev(path string) (fd int, st unix.Stat_t, size uint64, lbs int, err error) {
+	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return -1, st, 0, 0, fmt.Errorf("%s: %w", path, errNoODirect)
+		}
+		return -1, st, 0, 0, &opError{"open", path, err}
+	}
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		unix.Close(fd)
+		return -1, st, 0, 0, fmt.Errorf("%s: %w: not a block device", path, errUnsafe)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
+		unix.Close(fd)
+		return -1, st, 0, 0, &opError{"ioctl BLKGETSIZE64", path, e}
+	}
+	lbs, _ = unix.IoctlGetInt(fd, unix.BLKSSZGET)
+	return fd, st, size, lbs, nil
+}
