@@ -392,3 +392,50 @@ func TestProbesOnOneDeviceNeverOverlap(t *testing.T) {
 	require.Positive(t, busy[1], "no read seen in flight")
 	t.Logf("samples with an op in flight: wal %d, rr %d; runs wal %.0f, rr %.0f", busy[0], busy[1], runs("wal"), runs("rr"))
 }
+
+// Setup I/O takes the device's turn like a burst: while another burst
+// holds the device, a read probe does not lay out its working set.
+func TestSetupIOWaitsForTheDevice(t *testing.T) {
+	dir := t.TempDir()
+	c := config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 4 << 20,
+		Interval: 20 * time.Millisecond, Jitter: 0.01, Ops: 5, MinFree: 1}
+	c.ApplyProbeDefaults()
+	e := NewEngine([]config.Probe{c}, "/proc", "/sys", slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	s, err := openDirSite(dir, "/proc", "/sys", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	gate := e.gateFor(s.gateKey)
+	s.close()
+	gate <- struct{}{} // another probe's burst holds the device
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	time.Sleep(500 * time.Millisecond)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no working set written while the device is another probe's")
+	require.Zero(t, e.probes[0].fl.age(), "nothing in flight")
+
+	<-gate
+	waitFor(t, 10*time.Second, "the working set, then reads", func() bool {
+		_, err := os.Stat(filepath.Join(dir, ".diskcanary-rr-readset"))
+		return err == nil && e.probes[0].m != nil && testutilCounter(e, "diskcanary_probe_read_bytes_total", "rr") > 0
+	})
+}
+
+// testutilCounter reads one probe's counter from the engine.
+func testutilCounter(e *Engine, name, probe string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(engineCollector{e})
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		if m, ok := value(mf.GetMetric(), map[string]string{"probe": probe}); ok {
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
