@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,15 +19,20 @@ var (
 	errUnsafe    = errors.New("refusing an unsafe probe path")
 	errLocked    = errors.New("probe directory is locked by another diskcanary")
 	errNoODirect = errors.New("filesystem refuses O_DIRECT")
+	// errFSGone wraps ENOENT so reasonOf says "missing": the filesystem the
+	// probe directory was on is gone, whatever now answers at its path.
+	errFSGone = fmt.Errorf("the probe directory's filesystem is gone: %w", unix.ENOENT)
 )
 
 // Probe files all start with this prefix so they are easy to recognise and
 // to clean up (README "Removal").
 const filePrefix = ".diskcanary-"
 
-// probeDir is an opened, locked probe directory. Every probe file is opened
-// relative to its fd with O_NOFOLLOW, so a symlink swapped in later can
-// never redirect a write.
+// probeDir is an opened, locked probe directory, owned by the daemon's
+// user and writable by no one else. Every probe file is a single name
+// (no separator) opened relative to its fd without following any symlink
+// or crossing a mount, and an existing one is used only if it is a regular
+// file of ours with one link: what a probe writes is only ever its own file.
 type probeDir struct {
 	path    string
 	fd      int
@@ -46,19 +52,50 @@ type dirLock struct {
 	refs int
 }
 
+// dirDevices pins each probe directory path to the filesystem (st_dev) it
+// was on when this process first opened it. After `umount -l` (or a disk
+// that failed to mount again) the path answers from the filesystem
+// underneath; probing there would report the wrong disk as healthy.
+var dirDevices = struct {
+	sync.Mutex
+	byPath map[string]uint64
+}{byPath: map[string]uint64{}}
+
+func pinKey(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
+}
+
 // openProbeDir opens and locks dir. It creates the last path element
 // (mode 0700) but never missing parents: a parent that is not there is
 // usually a disk that is not mounted, and probing the disk underneath
-// would measure the wrong thing.
+// would measure the wrong thing. For the same reason a directory seen on
+// one filesystem is never used (or recreated) on another within a process.
 func openProbeDir(dir string) (*probeDir, error) {
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
+	key := pinKey(dir)
+	dirDevices.Lock()
+	pinned, isPinned := dirDevices.byPath[key]
+	dirDevices.Unlock()
+
+	fd, err := openDirNoFollow(dir)
+	if errors.Is(err, unix.ENOENT) {
+		if isPinned {
+			// Check where it would be created before creating it.
+			var parent unix.Stat_t
+			if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+				return nil, &opError{"stat", filepath.Dir(dir), err}
+			}
+			if parent.Dev != pinned {
+				return nil, fsGone(dir, pinned, parent.Dev)
+			}
 		}
-		return nil, &opError{"mkdir", dir, err}
+		if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, &opError{"mkdir", dir, err}
+		}
+		fd, err = openDirNoFollow(dir)
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			return nil, fmt.Errorf("%s: %w: not a plain directory (symlinks are not followed)", dir, errUnsafe)
@@ -70,28 +107,74 @@ func openProbeDir(dir string) (*probeDir, error) {
 		unix.Close(fd)
 		return nil, &opError{"stat", dir, err}
 	}
-	key := [2]uint64{st.Dev, st.Ino}
+	if err := checkDirOwner(dir, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if isPinned && st.Dev != pinned {
+		unix.Close(fd)
+		return nil, fsGone(dir, pinned, st.Dev)
+	}
+	d := &probeDir{path: dir, fd: fd, lockKey: [2]uint64{st.Dev, st.Ino}}
+	if err := d.lock(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if !isPinned {
+		dirDevices.Lock()
+		if _, ok := dirDevices.byPath[key]; !ok {
+			dirDevices.byPath[key] = st.Dev
+		}
+		dirDevices.Unlock()
+	}
+	return d, nil
+}
+
+func openDirNoFollow(dir string) (int, error) {
+	return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+func fsGone(dir string, was, now uint64) error {
+	return fmt.Errorf("%s: %w: it was on device %d:%d, the path now leads to %d:%d (unmounted?); not probing or creating it there: mount the filesystem again, or restart diskcanary if the move is intended",
+		dir, errFSGone, unix.Major(was), unix.Minor(was), unix.Major(now), unix.Minor(now))
+}
+
+// checkDirOwner is sshd's StrictModes for the probe directory: another
+// user who owns it or may write in it could plant a FIFO (a probe blocked
+// forever), a hard link (a probe writing someone else's file) or lock
+// the daemon out.
+func checkDirOwner(dir string, st *unix.Stat_t) error {
+	if euid := uint32(os.Geteuid()); st.Uid != euid {
+		return fmt.Errorf("%s: %w: owned by uid %d, not by diskcanary's uid %d: chown it to %d, or remove it and diskcanary creates it (mode 0700)",
+			dir, errUnsafe, st.Uid, euid, euid)
+	}
+	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
+		return fmt.Errorf("%s: %w: writable by group or others (mode %04o): chmod go-w %s", dir, errUnsafe, perm, dir)
+	}
+	return nil
+}
+
+// lock takes this process's flock on the directory, or a reference to it.
+func (d *probeDir) lock() error {
 	dirLocks.Lock()
 	defer dirLocks.Unlock()
-	if l, ok := dirLocks.byInode[key]; ok {
+	if l, ok := dirLocks.byInode[d.lockKey]; ok {
 		l.refs++
-		return &probeDir{path: dir, fd: fd, lockKey: key}, nil
+		return nil
 	}
-	lfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	lfd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(fd)
-		return nil, &opError{"open", dir, err}
+		return &opError{"open", d.path, err}
 	}
 	if err := unix.Flock(lfd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
 		unix.Close(lfd)
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", dir, errLocked)
+			return fmt.Errorf("%s: %w", d.path, errLocked)
 		}
-		return nil, &opError{"lock", dir, err}
+		return &opError{"lock", d.path, err}
 	}
-	dirLocks.byInode[key] = &dirLock{fd: lfd, refs: 1}
-	return &probeDir{path: dir, fd: fd, lockKey: key}, nil
+	dirLocks.byInode[d.lockKey] = &dirLock{fd: lfd, refs: 1}
+	return nil
 }
 
 func (d *probeDir) close() {
@@ -110,28 +193,152 @@ func (d *probeDir) close() {
 	}
 }
 
+// checkName refuses a probe file name that is not one plain name in the
+// directory: a "/" would let openat walk out of it ("a/../../victim" from a
+// probe name), "." and ".." are the directory and its parent.
+func (d *probeDir) checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%s: %w: probe file name %q is not a single name in the directory", d.path, errUnsafe, name)
+	}
+	return nil
+}
+
+// openat2Missing is set once the kernel (< 5.6) or a seccomp filter says
+// ENOSYS; openat with O_NOFOLLOW and a separator-free name is then as safe,
+// except that it would follow a mount on the name (which takes root).
+var openat2Missing atomic.Bool
+
+// openat opens name in the directory, resolving nothing: no symlink, no
+// "..", no mount crossing.
+func (d *probeDir) openat(name string, flags int, mode uint32) (int, error) {
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if !openat2Missing.Load() {
+		how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
+		fd, err := unix.Openat2(d.fd, name, &how)
+		switch {
+		case errors.Is(err, unix.ENOSYS):
+			openat2Missing.Store(true)
+		case errors.Is(err, unix.EPERM):
+			// A seccomp filter that predates openat2 (SystemCallErrorNumber=EPERM);
+			// a real EPERM comes back from openat too.
+		default:
+			return fd, err
+		}
+	}
+	return unix.Openat(d.fd, name, flags, mode)
+}
+
 // create makes a new probe file: O_EXCL|O_NOFOLLOW, so it is never an
-// existing file or a symlink. A stale file of ours from a crash is removed
-// first (only if it is a regular file).
+// existing file or a symlink. A stale regular file from a crash (or a
+// planted hard link: only the name goes, never the other file's data) is
+// removed first; anything else in the way is refused and left for the
+// operator to see.
 func (d *probeDir) create(name string, extra int) (int, error) {
+	if err := d.checkName(name); err != nil {
+		return -1, err
+	}
 	d.removeStale(name)
-	fd, err := unix.Openat(d.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|extra, 0o600)
+	fd, err := d.openat(name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|extra, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		err = fmt.Errorf("%w (%w): a symlink or special file is in the way; remove it", errUnsafe, err)
+	}
 	if err != nil {
 		return -1, &opError{"create", filepath.Join(d.path, name), err}
 	}
 	return fd, nil
 }
 
-// open opens an existing probe file without following symlinks.
+// open opens an existing probe file. It is used only when it is a regular
+// file owned by the daemon's user with one link: a hard link planted at a
+// probe name would otherwise have the probe overwrite another file every
+// cycle. It never blocks: a FIFO or device is refused before it is opened,
+// and O_NONBLOCK covers the race.
 func (d *probeDir) open(name string, flags int) (int, error) {
-	fd, err := unix.Openat(d.fd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	path := filepath.Join(d.path, name)
+	if err := d.checkName(name); err != nil {
+		return -1, err
+	}
+	var before unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &before, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, &opError{"open", path, err}
+	}
+	if err := checkProbeFile(path, &before); err != nil {
+		return -1, err
+	}
+	fd, err := d.openat(name, flags|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return -1, &opError{"open", filepath.Join(d.path, name), err}
+		return -1, &opError{"open", path, err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &opError{"stat", path, err}
+	}
+	if err := checkProbeFile(path, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if st.Ino != before.Ino {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: %w: replaced while being opened", path, errUnsafe)
+	}
+	if flags&unix.O_NONBLOCK == 0 {
+		if err := clearNonblock(fd); err != nil {
+			unix.Close(fd)
+			return -1, &opError{"fcntl", path, err}
+		}
 	}
 	return fd, nil
 }
 
+// checkFile says why an existing file is not one the probe may use.
+func checkProbeFile(path string, st *unix.Stat_t) error {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("%s: %w: not a regular file (%s); remove it", path, errUnsafe, fileType(st.Mode))
+	case st.Nlink != 1:
+		return fmt.Errorf("%s: %w: has %d hard links; a probe file has one", path, errUnsafe, st.Nlink)
+	case st.Uid != uint32(os.Geteuid()):
+		return fmt.Errorf("%s: %w: owned by uid %d, not by diskcanary's uid %d", path, errUnsafe, st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFLNK:
+		return "a symlink"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFREG:
+		return "a regular file"
+	}
+	return fmt.Sprintf("type %#o", mode&unix.S_IFMT)
+}
+
+func clearNonblock(fd int) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	return err
+}
+
+// remove unlinks a probe file: one name in the directory, never a path.
 func (d *probeDir) remove(name string) error {
+	if err := d.checkName(name); err != nil {
+		return err
+	}
 	return unix.Unlinkat(d.fd, name, 0)
 }
 
@@ -143,7 +350,48 @@ func (d *probeDir) removeStale(name string) {
 }
 
 func (d *probeDir) rename(from, to string) error {
+	if err := d.checkName(from); err != nil {
+		return err
+	}
+	if err := d.checkName(to); err != nil {
+		return err
+	}
 	return unix.Renameat(d.fd, from, d.fd, to)
+}
+
+// openBlockDevice opens a randread probe's device read-only with O_DIRECT.
+// Symlinks are followed (/dev/disk/by-id/...), but the target must be a
+// block device before it is opened at all: opening a FIFO blocks forever,
+// and opening some character devices acts (/dev/watchdog arms a reboot).
+// The open itself is non-blocking and checked again, against a swap.
+func openBlockDevice(path string) (int, unix.Stat_t, error) {
+	var pre, st unix.Stat_t
+	if err := unix.Stat(path, &pre); err != nil {
+		return -1, st, &opError{"stat", path, err}
+	}
+	if pre.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return -1, st, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, fileType(pre.Mode))
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return -1, st, fmt.Errorf("%s: %w", path, errNoODirect)
+		}
+		return -1, st, &opError{"open", path, err}
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, &opError{"stat", path, err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != pre.Rdev {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, fileType(st.Mode))
+	}
+	if err := clearNonblock(fd); err != nil {
+		unix.Close(fd)
+		return -1, st, &opError{"fcntl", path, err}
+	}
+	return fd, st, nil
 }
 
 // checkFree refuses to use need bytes if that leaves less than floor free
@@ -217,7 +465,16 @@ func (d *probeDir) readsetValid(name string, size int64) bool {
 
 // writeReadset fills a new working set with random (non-zero, incompressible)
 // data, fdatasyncs it and renames it into place. It returns the bytes written.
+// A symlink, FIFO or other non-file at name is refused rather than renamed
+// over: it was planted, and the operator should see it.
 func (d *probeDir) writeReadset(name string, size int64, fl *inflight) (int64, error) {
+	if err := d.checkName(name); err != nil {
+		return 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, fmt.Errorf("%s: %w: not a regular file (%s); remove it", filepath.Join(d.path, name), errUnsafe, fileType(st.Mode))
+	}
 	tmp := name + ".tmp"
 	fd, err := d.create(tmp, 0)
 	if err != nil {

@@ -27,29 +27,75 @@ const ProbeFilePrefix = ".diskcanary-"
 //   - a symlink, a block device or anything else that is not a directory:
 //     probe files are created only in a plain directory, and a block
 //     device is never a write target (randread may read one via device:);
-//   - an etcd data directory, its member/ directory or anything inside that:
-//     probe files belong next to etcd's data, never inside it;
+//   - an etcd data directory, its member/ directory or anything inside that,
+//     by its path as written or as it resolves through symlinked parents
+//     (/x/lnk/wal with lnk -> /var/lib/etcd/member is etcd's WAL): probe
+//     files belong next to etcd's data, never inside it;
 //   - the root of a mounted filesystem that holds other data: a dedicated
 //     subdirectory keeps the probe files easy to find and remove, and keeps
 //     the filesystem's owner from treating them as its own.
 //
 // A directory that does not exist yet is accepted: the probe creates it
 // (but never its parents) and reports a missing mount as a probe failure.
+// A randread probe's device: must be a block device now (CheckProbeDevice).
 func (c *Config) CheckHost() error {
 	for i := range c.Probes.Targets {
 		p := &c.Probes.Targets[i]
-		if p.Dir == "" {
-			continue
+		if p.Dir != "" {
+			if err := CheckProbeDir(p.Dir); err != nil {
+				return p.errorf("probes.targets[].dir: %v", err)
+			}
 		}
-		if err := CheckProbeDir(p.Dir); err != nil {
-			return p.errorf("probes.targets[].dir: %v", err)
+		if p.Device != "" {
+			if err := CheckProbeDevice(p.Device); err != nil {
+				return p.errorf("probes.targets[].device: %v", err)
+			}
 		}
 	}
 	return nil
 }
 
-// ErrUnsafeProbeDir is wrapped by every CheckProbeDir refusal.
-var ErrUnsafeProbeDir = errors.New("unsafe probe directory")
+var (
+	// ErrUnsafeProbeDir is wrapped by every CheckProbeDir refusal.
+	ErrUnsafeProbeDir = errors.New("unsafe probe directory")
+	// ErrNotBlockDevice is wrapped by every CheckProbeDevice refusal.
+	ErrNotBlockDevice = errors.New("not a block device")
+)
+
+// CheckProbeDevice checks a randread probe's device: it must exist and be a
+// block device. Symlinks are followed (/dev/disk/by-id/...). It only
+// stats, never opens: opening a FIFO blocks forever, and opening some
+// character devices acts (/dev/watchdog arms a reboot); /dev/zero would
+// read zeros fast and report a perfect disk.
+func CheckProbeDevice(dev string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%s: %w: it does not exist; name a disk, e.g. /dev/disk/by-id/...", dev, ErrNotBlockDevice)
+		}
+		return fmt.Errorf("%s: %w", dev, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return fmt.Errorf("%s: %w: it is %s; device: takes a disk, e.g. /dev/disk/by-id/...", dev, ErrNotBlockDevice, fileKind(st.Mode))
+	}
+	return nil
+}
+
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFREG:
+		return "a regular file"
+	}
+	return fmt.Sprintf("of type %#o", mode&unix.S_IFMT)
+}
 
 // CheckProbeDir applies CheckHost's rules to one directory.
 func CheckProbeDir(dir string) error {
@@ -66,16 +112,18 @@ func CheckProbeDir(dir string) error {
 	}
 	dir = filepath.Clean(dir)
 
-	// Nothing inside an etcd member tree, whether it exists yet or not.
-	for a := dir; ; a = filepath.Dir(a) {
-		if what := etcdRole(a); what != "" && (a == dir || what != etcdDataDir) {
-			if a == dir {
-				return refuse("is %s; use a sibling directory on the same filesystem, e.g. %s", what, filepath.Join(filepath.Dir(etcdDataRoot(a)), "etcd-diskcanary"))
-			}
-			return refuse("is inside %s %s; use a sibling of the etcd data directory on the same filesystem", what, a)
-		}
-		if a == "/" {
-			break
+	if why := etcdRefusal(dir); why != "" {
+		return refuse("%s", why)
+	}
+	// The same through symlinked parents: the kernel writes where the path
+	// resolves, not where it reads.
+	real, err := resolveExisting(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if real != dir {
+		if why := etcdRefusal(real); why != "" {
+			return refuse("resolves through symlinks to %s, which %s", real, why)
 		}
 	}
 
@@ -107,6 +155,38 @@ func CheckProbeDir(dir string) error {
 		}
 	}
 	return nil
+}
+
+// etcdRefusal says why dir is in an etcd member tree, whether it exists yet
+// or not, or "" if it is not.
+func etcdRefusal(dir string) string {
+	for a := dir; ; a = filepath.Dir(a) {
+		if what := etcdRole(a); what != "" && (a == dir || what != etcdDataDir) {
+			if a == dir {
+				return fmt.Sprintf("is %s; use a sibling directory on the same filesystem, e.g. %s", what, filepath.Join(filepath.Dir(etcdDataRoot(a)), "etcd-diskcanary"))
+			}
+			return fmt.Sprintf("is inside %s %s; use a sibling of the etcd data directory on the same filesystem", what, a)
+		}
+		if a == "/" {
+			return ""
+		}
+	}
+}
+
+// resolveExisting resolves the symlinks of the longest existing prefix of
+// dir and appends the rest, which does not exist yet.
+func resolveExisting(dir string) (string, error) {
+	rest := ""
+	for p := dir; ; p = filepath.Dir(p) {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || p == "/" {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
 }
 
 const (
