@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +31,10 @@ type Config struct {
 	// Host paths come from --path.procfs / --path.sysfs, never from the file.
 	ProcFS string `yaml:"-"`
 	SysFS  string `yaml:"-"`
+
+	// src is where each key is in the file ("probes.targets[1].ops"), so
+	// Validate can name the line.
+	src map[string]*yaml.Node
 }
 
 // Probes is the canary probe section.
@@ -48,7 +51,7 @@ const (
 
 // WAL layouts.
 const (
-	LayoutFresh     = "fresh"     // a new fallocated file per cycle: what etcd and first-run fio see
+	LayoutAppend    = "append"    // appends into a preallocated segment, a new one when full: what etcd does
 	LayoutOverwrite = "overwrite" // re-use a fully written file: ~40 % faster, labelled as such
 )
 
@@ -69,6 +72,14 @@ type Probe struct {
 	Ops       int      `yaml:"ops"`
 	BlockSize ByteSize `yaml:"block_size"`
 	Layout    string   `yaml:"layout"`
+	// Gap is the pause between one WAL op's end and the next one's start
+	// (fio's thinktime): etcd's appends come with gaps, and an fdatasync
+	// after a gap costs more than one issued back to back. 0 is fio's
+	// back-to-back recipe. nil until defaults are applied.
+	Gap *time.Duration `yaml:"gap"`
+	// SegmentSize is the append layout's preallocated file, cut anew when
+	// full, as etcd's WAL segments.
+	SegmentSize ByteSize `yaml:"segment_size"`
 	// WorkingSet is the size of the pre-written read file (randread).
 	WorkingSet ByteSize `yaml:"working_set"`
 	// StallThreshold: an op in flight for longer sets diskcanary_probe_stalled.
@@ -93,6 +104,8 @@ const (
 	DefaultWALOps           = 50
 	MaxWALBurst             = 50
 	DefaultWALBlockSize     = 2300
+	DefaultWALGap           = 10 * time.Millisecond
+	DefaultSegmentSize      = 64_000_000 // etcd's wal.SegmentSizeBytes
 	DefaultReadInterval     = 30 * time.Second
 	DefaultReadOps          = 100
 	DefaultReadBlockSize    = 4096
@@ -105,7 +118,12 @@ const (
 
 // Load reads and validates a configuration file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -118,20 +136,32 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes YAML strictly (unknown keys are errors), applies defaults and validates.
 func Parse(data []byte) (*Config, error) {
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("larger than %d bytes; a diskcanary config is a few kilobytes", MaxConfigBytes)
+	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	c := &Config{}
+	c := &Config{src: map[string]*yaml.Node{}}
 	c.setDefaults()
 	if root.Kind != 0 {
+		if err := c.readKeys(&root); err != nil {
+			return nil, err
+		}
 		strict := yaml.NewDecoder(bytes.NewReader(data))
 		strict.KnownFields(true)
 		if err := strict.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		recordProbeLines(&root, c)
+		if targets := c.src["probes.targets"]; targets != nil {
+			for i, n := range targets.Content {
+				if i < len(c.Probes.Targets) {
+					c.Probes.Targets[i].Line = n.Line
+				}
+			}
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -145,34 +175,56 @@ func (c *Config) setDefaults() {
 	c.Smart.setDefaults()
 }
 
-// recordProbeLines remembers where each probe starts so validation errors can name the line.
-func recordProbeLines(root *yaml.Node, c *Config) {
+// readKeys reads the text of every key of every section with its kind, so a
+// value its Go type cannot hold is refused with key and line before the
+// decoder wraps or rejects it anonymously, and remembers where each key is.
+func (c *Config) readKeys(root *yaml.Node) error {
 	doc := root
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
 		doc = doc.Content[0]
 	}
-	probes := mappingValue(doc, "probes")
-	targets := mappingValue(probes, "targets")
-	if targets == nil || targets.Kind != yaml.SequenceNode {
-		return
-	}
-	for i, n := range targets.Content {
-		if i < len(c.Probes.Targets) {
-			c.Probes.Targets[i].Line = n.Line
+	if n := lookup(lookup(doc, "probes"), "targets"); n != nil && n.Kind == yaml.SequenceNode {
+		c.src["probes.targets"] = n
+		for i, item := range n.Content {
+			if err := readKeys(probeKeys, item, fmt.Sprintf("probes.targets[%d]", i), c.src); err != nil {
+				return err
+			}
 		}
 	}
-}
-
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+	if err := readKeys(diskstatsKeys, lookup(doc, "diskstats"), "diskstats", c.src); err != nil {
+		return err
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
+	smart := lookup(doc, "smart")
+	if err := readKeys(smartKeys, smart, "smart", c.src); err != nil {
+		return err
+	}
+	if n := lookup(smart, "devices"); n != nil && n.Kind == yaml.SequenceNode {
+		c.src["smart.devices"] = n
+		for i, item := range n.Content {
+			path := fmt.Sprintf("smart.devices[%d]", i)
+			c.src[path] = item
+			if err := readKeys(smartDeviceKeys, item, path, c.src); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// lineOf is the line of path in the file, 0 if it is not there.
+func (c *Config) lineOf(path string) int {
+	if n := c.src[path]; n != nil {
+		return n.Line
+	}
+	return 0
+}
+
+// at prefixes an error with its line when it has one.
+func at(line int, format string, args ...any) error {
+	if line > 0 {
+		return fmt.Errorf("line %d: "+format, append([]any{line}, args...)...)
+	}
+	return fmt.Errorf(format, args...)
 }
 
 // ApplyProbeDefaults fills unset probe fields from the kind's defaults.
@@ -201,7 +253,14 @@ func (p *Probe) ApplyProbeDefaults() {
 			p.BlockSize = DefaultWALBlockSize
 		}
 		if p.Layout == "" {
-			p.Layout = LayoutFresh
+			p.Layout = LayoutAppend
+		}
+		if p.Gap == nil {
+			gap := time.Duration(DefaultWALGap)
+			p.Gap = &gap
+		}
+		if p.SegmentSize == 0 {
+			p.SegmentSize = DefaultSegmentSize
 		}
 	case KindRandRead:
 		if p.Interval == 0 {
@@ -219,107 +278,131 @@ func (p *Probe) ApplyProbeDefaults() {
 	}
 }
 
+// probeKeys bounds every probe key. Minimums keep a probe from becoming a
+// busy loop (interval: 1ns ran 1.5 M cycles in 6 s at 100 % CPU) and
+// maximums keep every product the probes compute (interval × (1+jitter),
+// ops × block_size, free space − need) far inside an int64. 10ms is below
+// the 20-50 ms the end-to-end tests probe at and far above a busy loop.
+var probeKeys = []key[Probe]{
+	field("name", func(p *Probe) *string { return &p.Name }, text, probeName),
+	field("kind", func(p *Probe) *string { return &p.Kind }, text, oneOf(KindWAL, KindRandRead)),
+	field("dir", func(p *Probe) *string { return &p.Dir }, text, optional(absPath)),
+	field("device", func(p *Probe) *string { return &p.Device }, text, optional(absPath)),
+	field("interval", func(p *Probe) *time.Duration { return &p.Interval }, duration, within(10*time.Millisecond, 24*time.Hour)),
+	field("jitter", func(p *Probe) *float64 { return &p.Jitter }, ratio, fraction),
+	field("ops", func(p *Probe) *int { return &p.Ops }, count, within(1, 10_000)),
+	// One aligned buffer of block_size per probe lives for the probe's life.
+	field("block_size", func(p *Probe) *ByteSize { return &p.BlockSize }, size, within[ByteSize](1, 1<<20)),
+	field("layout", func(p *Probe) *string { return &p.Layout }, text, optional(oneOf(LayoutAppend, LayoutOverwrite))),
+	// A pause between timed ops: more than a second is no longer a WAL burst.
+	field("gap", func(p *Probe) *time.Duration { return p.Gap }, duration, within(0, time.Second)),
+	field("segment_size", func(p *Probe) *ByteSize { return &p.SegmentSize }, size, within[ByteSize](0, 1<<30)),
+	field("working_set", func(p *Probe) *ByteSize { return &p.WorkingSet }, size, within[ByteSize](0, 1<<40)),
+	field("stall_threshold", func(p *Probe) *time.Duration { return &p.StallThreshold }, duration, within(10*time.Millisecond, time.Hour)),
+	field("min_free", func(p *Probe) *ByteSize { return &p.MinFree }, size, within[ByteSize](1, 1<<60)),
+	field("daily_write_budget", func(p *Probe) *ByteSize { return &p.DailyWriteBudget }, size, within[ByteSize](1, 1<<60)),
+}
+
 // Validate applies per-probe defaults and checks every section.
 func (c *Config) Validate() error {
+	if n := len(c.Probes.Targets); n > MaxProbeTargets {
+		return at(c.lineOf("probes.targets"), "probes.targets: %d targets exceed the limit of %d (each probe holds an OS thread for its life)", n, MaxProbeTargets)
+	}
 	names := map[string]bool{}
 	for i := range c.Probes.Targets {
 		p := &c.Probes.Targets[i]
 		p.ApplyProbeDefaults()
-		if err := p.validate(); err != nil {
-			return p.errorf("%v", err)
+		if err := c.validateProbe(i, p); err != nil {
+			return err
 		}
 		if names[p.Name] {
-			return p.errorf("probes.targets[].name: duplicate probe name %q", p.Name)
+			return p.refuse(c.lineOf(fmt.Sprintf("probes.targets[%d].name", i)), "probes.targets[%d].name: duplicate probe name %q", i, p.Name)
 		}
 		names[p.Name] = true
 	}
-	if err := c.Diskstats.validate(); err != nil {
+	if err := c.Diskstats.validate(c.src); err != nil {
 		return err
 	}
-	return c.Smart.validate()
+	return c.Smart.validate(c.src)
 }
 
 func (p *Probe) errorf(format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if p.Line > 0 {
-		return fmt.Errorf("line %d: probe %q: %s", p.Line, p.Name, msg)
-	}
-	return fmt.Errorf("probe %q: %s", p.Name, msg)
+	return p.refuse(0, format, args...)
 }
 
-func (p *Probe) validate() error {
-	if p.Name == "" {
-		return errors.New("probes.targets[].name: required")
+// refuse is errorf naming line, or the probe's first line when line is 0.
+func (p *Probe) refuse(line int, format string, args ...any) error {
+	if line == 0 {
+		line = p.Line
+	}
+	return at(line, "probe %q: %s", p.Name, fmt.Sprintf(format, args...))
+}
+
+func (c *Config) validateProbe(i int, p *Probe) error {
+	path := fmt.Sprintf("probes.targets[%d]", i)
+	// Probes made from flags (Line 0) replaced the file's, whose keys say
+	// nothing about them.
+	src := c.src
+	if p.Line == 0 {
+		src = nil
+	}
+	if key, line, problem := checkKeys(probeKeys, p, src, path); problem != "" {
+		return p.refuse(line, "%s.%s: %s", path, key, problem)
+	}
+	refuse := func(key, format string, args ...any) error {
+		line := 0
+		if src != nil {
+			line = c.lineOf(path + "." + key)
+		}
+		return p.refuse(line, "%s.%s: %s", path, key, fmt.Sprintf(format, args...))
 	}
 	switch p.Kind {
 	case KindWAL:
 		if p.Dir == "" {
-			return errors.New("probes.targets[].dir: required for kind wal")
+			return refuse("dir", "required for kind wal")
 		}
 		if p.Device != "" {
-			return errors.New("probes.targets[].device: a wal probe never writes to a block device; set dir instead")
+			return refuse("device", "a wal probe never writes to a block device; set dir instead")
 		}
 		if p.Ops > MaxWALBurst {
-			return fmt.Errorf("probes.targets[].ops: %d fdatasyncs per cycle exceeds the burst limit of %d", p.Ops, MaxWALBurst)
+			return refuse("ops", "%d fdatasyncs per cycle exceeds the burst limit of %d", p.Ops, MaxWALBurst)
 		}
-		if p.Layout != LayoutFresh && p.Layout != LayoutOverwrite {
-			return fmt.Errorf("probes.targets[].layout: %q is not one of fresh, overwrite", p.Layout)
+		if burst := ByteSize(p.Ops) * p.BlockSize; p.Layout == LayoutAppend && p.SegmentSize < burst {
+			return refuse("segment_size", "%s does not hold one burst (ops × block_size = %d bytes)", showSize(p.SegmentSize), burst)
 		}
 	case KindRandRead:
 		if (p.Dir == "") == (p.Device == "") {
-			return errors.New("probes.targets[]: a randread probe needs exactly one of dir or device")
+			return refuse("dir", "a randread probe needs exactly one of dir or device")
 		}
 		if p.Layout != "" {
-			return errors.New("probes.targets[].layout: only wal probes have a layout")
+			return refuse("layout", "only wal probes have a layout")
+		}
+		if p.Gap != nil {
+			return refuse("gap", "only wal probes pause between ops")
+		}
+		if p.SegmentSize != 0 {
+			return refuse("segment_size", "only wal probes have a segment")
 		}
 		if p.BlockSize%512 != 0 {
-			return fmt.Errorf("probes.targets[].block_size: %d is not a multiple of 512, which O_DIRECT needs", p.BlockSize)
+			return refuse("block_size", "%d is not a multiple of 512, which O_DIRECT needs", p.BlockSize)
 		}
 		if p.Device == "" && p.WorkingSet < 2*p.BlockSize {
-			return fmt.Errorf("probes.targets[].working_set: %d bytes is too small", p.WorkingSet)
+			return refuse("working_set", "%d bytes is too small: it must hold 2 blocks of %d bytes", p.WorkingSet, p.BlockSize)
 		}
-	case "":
-		return errors.New("probes.targets[].kind: required (wal or randread)")
-	default:
-		return fmt.Errorf("probes.targets[].kind: %q is not one of wal, randread", p.Kind)
-	}
-	if p.Interval < 0 || p.Ops < 0 || p.BlockSize < 0 {
-		return errors.New("probes.targets[]: interval, ops and block_size must be positive")
-	}
-	if p.Jitter < 0 || p.Jitter >= 1 {
-		return fmt.Errorf("probes.targets[].jitter: %v must be in [0, 1)", p.Jitter)
 	}
 	return nil
 }
 
 // ByteSize is a size in bytes, written in YAML as a number or with a unit
-// (KiB, MiB, GiB, TiB, kB, MB, GB, TB).
+// (KiB, MiB, GiB, TiB, PiB, EiB, kB, MB, GB, TB, PB, EB).
 type ByteSize int64
 
 var byteUnits = []struct {
 	suffix string
 	mult   int64
 }{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
-}
-
-// ParseByteSize parses "2300", "4KiB", "1.5GB".
-func ParseByteSize(s string) (ByteSize, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			mult = u.mult
-			s = strings.TrimSpace(strings.TrimSuffix(s, u.suffix))
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 4096, 4KiB, 1GiB, 1.5GB)", s)
-	}
-	return ByteSize(f * float64(mult)), nil
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"PiB", 1 << 50}, {"EiB", 1 << 60},
+	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15}, {"EB", 1e18}, {"B", 1},
 }
 
 // UnmarshalYAML accepts a plain number of bytes or a number with a unit.
@@ -338,7 +421,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 // with several, the directory's base name is appended.
 func DefaultProbes(dirs []string) []Probe {
 	var out []Probe
-	seen := map[string]int{}
+	used := map[string]bool{}
 	for _, dir := range dirs {
 		suffix := ""
 		if len(dirs) > 1 {
@@ -348,14 +431,17 @@ func DefaultProbes(dirs []string) []Probe {
 				}
 				return '_'
 			}, filepathBase(dir)), "_")
+			// "randread-" + base + a counter stays within a probe name's 64 bytes.
+			base = base[:min(len(base), 48)]
 			if base == "" {
 				base = "root"
 			}
-			seen[base]++
-			if n := seen[base]; n > 1 {
-				base = fmt.Sprintf("%s%d", base, n)
+			name := base
+			for n := 2; used[name]; n++ {
+				name = fmt.Sprintf("%s%d", base, n)
 			}
-			suffix = "-" + base
+			used[name] = true
+			suffix = "-" + name
 		}
 		out = append(out,
 			Probe{Name: KindWAL + suffix, Kind: KindWAL, Dir: dir},

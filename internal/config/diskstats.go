@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"regexp"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // DefaultDeviceExclude is the device filter used when neither device_include
@@ -28,14 +30,22 @@ func (d *Diskstats) setDefaults() {
 	d.Enabled = true
 }
 
-func (d *Diskstats) validate() error {
-	if d.DeviceInclude != "" && d.DeviceExclude != "" {
-		return fmt.Errorf("diskstats: device_include and device_exclude are mutually exclusive")
+var diskstatsKeys = []key[Diskstats]{
+	field("device_include", func(d *Diskstats) *string { return &d.DeviceInclude }, text, compiles),
+	field("device_exclude", func(d *Diskstats) *string { return &d.DeviceExclude }, text, compiles),
+}
+
+// validate checks the section; src locates keys in the file (may be nil).
+func (d *Diskstats) validate(src map[string]*yaml.Node) error {
+	if key, line, problem := checkKeys(diskstatsKeys, d, src, "diskstats"); problem != "" {
+		return at(line, "diskstats.%s: %s", key, problem)
 	}
-	for key, re := range map[string]string{"device_include": d.DeviceInclude, "device_exclude": d.DeviceExclude} {
-		if _, err := regexp.Compile(re); err != nil {
-			return fmt.Errorf("diskstats.%s: %w", key, err)
+	if d.DeviceInclude != "" && d.DeviceExclude != "" {
+		line := 0
+		if n := src["diskstats.device_exclude"]; n != nil {
+			line = n.Line
 		}
+		return at(line, "diskstats: device_include and device_exclude are mutually exclusive")
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Smart is the SMART collector section.
@@ -41,66 +43,87 @@ type SmartDevice struct {
 	Type string `yaml:"type"`
 }
 
-// NoCheck values smartctl accepts.
-var smartNoCheck = []string{"never", "sleep", "standby", "idle"}
+// SMART defaults: the only place they are stated. The `diskcanary smart`
+// CLI and the runner should take theirs from here.
+const (
+	DefaultSmartctl            = "smartctl"
+	DefaultSmartInterval       = 5 * time.Minute
+	DefaultSmartTimeout        = 30 * time.Second
+	DefaultSmartConcurrency    = 2
+	DefaultSmartRescanInterval = 10 * time.Minute
+	DefaultSmartVanishedAfter  = 30 * time.Minute
+	DefaultSmartNoCheck        = "standby"
+)
 
 // smartType is what a smartctl -d TYPE looks like: lower-case words joined
 // by '+', with ',N' arguments. It rules out spaces and option injection.
 var smartType = regexp.MustCompile(`^[a-z0-9]+(?:,[a-z0-9x/]+)*(?:\+[a-z0-9]+(?:,[a-z0-9x/]+)*)*$`)
 
-func (s *Smart) setDefaults() {
-	s.Enabled = true
-	s.Smartctl = "smartctl"
-	s.Interval = 5 * time.Minute
-	s.Timeout = 30 * time.Second
-	s.Concurrency = 2
-	s.Scan = true
-	s.RescanInterval = 10 * time.Minute
-	s.VanishedAfter = 30 * time.Minute
-	s.NoCheck = "standby"
+// smartKeys bounds the SMART section. A smartctl run wakes a controller
+// and may take seconds: reads and rescans more often than every 10 s are
+// load, not information; a timeout is at least 1 s (a slow USB bridge
+// answers in hundreds of ms) and at most 10 min.
+var smartKeys = []key[Smart]{
+	field("smartctl", func(s *Smart) *string { return &s.Smartctl }, text, command),
+	field("interval", func(s *Smart) *time.Duration { return &s.Interval }, duration, within(10*time.Second, 24*time.Hour)),
+	field("timeout", func(s *Smart) *time.Duration { return &s.Timeout }, duration, within(time.Second, 10*time.Minute)),
+	field("concurrency", func(s *Smart) *int { return &s.Concurrency }, count, within(1, 64)),
+	field("rescan_interval", func(s *Smart) *time.Duration { return &s.RescanInterval }, duration, within(10*time.Second, 24*time.Hour)),
+	field("vanished_after", func(s *Smart) *time.Duration { return &s.VanishedAfter }, duration, within(10*time.Second, 7*24*time.Hour)),
+	field("nocheck", func(s *Smart) *string { return &s.NoCheck }, text, oneOf("never", "sleep", "standby", "idle")),
 }
 
-func (s *Smart) validate() error {
-	if s.Interval <= 0 {
-		return fmt.Errorf("smart.interval: must be positive")
+var smartDeviceKeys = []key[SmartDevice]{
+	field("name", func(d *SmartDevice) *string { return &d.Name }, text, devPath),
+	field("type", func(d *SmartDevice) *string { return &d.Type }, text,
+		optional(matches(smartType, "a smartctl -d type (sat, nvme, megaraid,N, ...)"))),
+}
+
+func (s *Smart) setDefaults() {
+	s.Enabled = true
+	s.Smartctl = DefaultSmartctl
+	s.Interval = DefaultSmartInterval
+	s.Timeout = DefaultSmartTimeout
+	s.Concurrency = DefaultSmartConcurrency
+	s.Scan = true
+	s.RescanInterval = DefaultSmartRescanInterval
+	s.VanishedAfter = DefaultSmartVanishedAfter
+	s.NoCheck = DefaultSmartNoCheck
+}
+
+// validate checks the section; src locates keys in the file (may be nil).
+func (s *Smart) validate(src map[string]*yaml.Node) error {
+	if key, line, problem := checkKeys(smartKeys, s, src, "smart"); problem != "" {
+		return at(line, "smart.%s: %s", key, problem)
 	}
-	if s.Timeout <= 0 {
-		return fmt.Errorf("smart.timeout: must be positive")
-	}
-	if s.Smartctl == "" {
-		return fmt.Errorf("smart.smartctl: must name the smartctl binary")
-	}
-	if s.Concurrency < 1 || s.Concurrency > 64 {
-		return fmt.Errorf("smart.concurrency: %d is not between 1 and 64", s.Concurrency)
-	}
-	if s.RescanInterval <= 0 {
-		return fmt.Errorf("smart.rescan_interval: must be positive")
+	line := func(path string) int {
+		if n := src[path]; n != nil {
+			return n.Line
+		}
+		return 0
 	}
 	if s.VanishedAfter < s.RescanInterval {
-		return fmt.Errorf("smart.vanished_after: %s is shorter than smart.rescan_interval %s; a device would vanish between two scans", s.VanishedAfter, s.RescanInterval)
+		return at(line("smart.vanished_after"), "smart.vanished_after: %s is shorter than smart.rescan_interval %s; a device would vanish between two scans", s.VanishedAfter, s.RescanInterval)
 	}
-	ok := false
-	for _, v := range smartNoCheck {
-		ok = ok || s.NoCheck == v
-	}
-	if !ok {
-		return fmt.Errorf("smart.nocheck: %q is not one of %s", s.NoCheck, strings.Join(smartNoCheck, ", "))
+	if n := len(s.Devices); n > MaxSmartDevices {
+		return at(line("smart.devices"), "smart.devices: %d devices exceed the limit of %d", n, MaxSmartDevices)
 	}
 	seen := map[string]bool{}
 	for i := range s.Devices {
 		d := &s.Devices[i]
+		path := fmt.Sprintf("smart.devices[%d]", i)
 		if name, typ, found := strings.Cut(d.Name, ";"); found && d.Type == "" {
 			d.Name, d.Type = name, typ
 		}
-		if !strings.HasPrefix(d.Name, "/dev/") {
-			return fmt.Errorf("smart.devices[%d].name: %q is not a /dev path", i, d.Name)
-		}
-		if d.Type != "" && !smartType.MatchString(d.Type) {
-			return fmt.Errorf("smart.devices[%d].type: %q is not a smartctl -d type (sat, nvme, megaraid,N, ...)", i, d.Type)
+		if key, keyLine, problem := checkKeys(smartDeviceKeys, d, src, path); problem != "" {
+			if keyLine == 0 {
+				keyLine = line(path)
+			}
+			return at(keyLine, "%s.%s: %s", path, key, problem)
 		}
 		key := d.Name + ";" + d.Type
 		if seen[key] {
-			return fmt.Errorf("smart.devices[%d]: %s listed twice", i, key)
+			return at(line(path), "%s: %s listed twice", path, key)
 		}
 		seen[key] = true
 	}

@@ -38,13 +38,17 @@ func TestSmartValid(t *testing.T) {
 
 func TestSmartInvalid(t *testing.T) {
 	cases := map[string]string{
-		"smart-invalid-name.yml":        `smart.devices[0].name: "sdb" is not a /dev path`,
-		"smart-invalid-type.yml":        `smart.devices[0].type: "sat --json" is not a smartctl -d type`,
-		"smart-invalid-duplicate.yml":   "smart.devices[1]: /dev/bus/0;megaraid,1 listed twice",
-		"smart-invalid-nocheck.yml":     `smart.nocheck: "always" is not one of never, sleep, standby, idle`,
-		"smart-invalid-concurrency.yml": "smart.concurrency: 0 is not between 1 and 64",
-		"smart-invalid-vanished.yml":    "smart.vanished_after: 1m0s is shorter than smart.rescan_interval 10m0s",
-		"smart-invalid-unknown-key.yml": "line 4: field typ not found",
+		"smart-invalid-name.yml":            `line 3: smart.devices[0].name: "sdb" is not a /dev path`,
+		"smart-invalid-type.yml":            `line 4: smart.devices[0].type: "sat --json" is not a smartctl -d type`,
+		"smart-invalid-duplicate.yml":       "line 5: smart.devices[1]: /dev/bus/0;megaraid,1 listed twice",
+		"smart-invalid-nocheck.yml":         `line 2: smart.nocheck: "always" is not one of never, sleep, standby, idle`,
+		"smart-invalid-concurrency.yml":     "line 2: smart.concurrency: 0 is below the minimum of 1",
+		"smart-invalid-vanished.yml":        "line 3: smart.vanished_after: 1m0s is shorter than smart.rescan_interval 10m0s",
+		"smart-invalid-interval.yml":        "line 2: smart.interval: 1ns is below the minimum of 10s",
+		"smart-invalid-timeout.yml":         "line 2: smart.timeout: -1s is below the minimum of 1s",
+		"smart-invalid-device-dotdot.yml":   `line 3: smart.devices[0].name: "/dev/../etc/shadow" contains ".."`,
+		"smart-invalid-smartctl-option.yml": `line 2: smart.smartctl: "--scan" starts with "-"`,
+		"smart-invalid-unknown-key.yml":     "line 4: field typ not found",
 	}
 	files, _ := filepath.Glob("testdata/smart-invalid-*.yml")
 	require.Len(t, files, len(cases), "every smart-invalid-*.yml needs an expected error")
