@@ -111,19 +111,13 @@ func (r *readProbe) close() {
 	r.buf = nil
 }
 
-// openBlockDev opens a block device read-only with O_DIRECT and returns
-// its size and logical block size. It is never opened for writing.
+// openBlockDev opens a block device read-only with O_DIRECT (files.go's
+// openBlockDevice: never anything but a block device, never blocking) and
+// returns its size and logical block size. It is never opened for writing.
 func openBlockDev(path string) (fd int, st unix.Stat_t, size uint64, lbs int, err error) {
-	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, st, err = openBlockDevice(path)
 	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return -1, st, 0, 0, fmt.Errorf("%s: %w", path, errNoODirect)
-		}
-		return -1, st, 0, 0, &opError{"open", path, err}
-	}
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		unix.Close(fd)
-		return -1, st, 0, 0, fmt.Errorf("%s: %w: not a block device", path, errUnsafe)
+		return -1, st, 0, 0, err
 	}
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
 		unix.Close(fd)
