@@ -26,8 +26,12 @@ import (
 //     `serve` and `serve --config.check` refuse exactly the same things, and
 //     names the line whenever the value came from the file.
 //
-// Adding a bounded field is one row: field("gap", func(p *Probe)
-// *time.Duration { return &p.Gap }, duration, within(0, time.Second)).
+// Adding a bounded field is one row in its section's table, e.g.
+//
+//	field("ops", func(p *Probe) *int { return &p.Ops }, count, within(1, 10_000)),
+//
+// and a pointer field (nil = unset, so 0 can be meant) returns the pointer:
+// field("gap", func(p *Probe) *time.Duration { return p.Gap }, ...).
 
 // Bounds that are not a single key's.
 const (
