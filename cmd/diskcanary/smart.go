@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/smart"
 )
 
@@ -57,11 +58,11 @@ Exit status: 0 shown, 2 nothing could be read (smartctl missing, bad file).`,
 	fl.SortFlags = false
 	fl.StringSliceVar(&f.fromJSON, "from-json", nil, "read saved smartctl --json output from these files instead of running smartctl (repeatable; remaining arguments are files too)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a machine-readable result")
-	fl.StringVar(&f.smartctl, "smartctl", "smartctl", "the smartctl binary")
+	fl.StringVar(&f.smartctl, "smartctl", config.DefaultSmartctl, "the smartctl binary")
 	fl.StringVarP(&f.devType, "device-type", "d", "", "smartctl -d TYPE for every DEVICE given (sat, nvme, megaraid,N, ...)")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "kill a smartctl run after this long")
-	fl.StringVar(&f.nocheck, "nocheck", "standby", "smartctl --nocheck: never, sleep, standby or idle")
-	fl.IntVar(&f.concurrent, "concurrency", 4, "smartctl runs at once")
+	fl.DurationVar(&f.timeout, "timeout", config.DefaultSmartTimeout, "kill a smartctl run after this long")
+	fl.StringVar(&f.nocheck, "nocheck", config.DefaultSmartNoCheck, "smartctl --nocheck: never, sleep, standby or idle")
+	fl.IntVar(&f.concurrent, "concurrency", config.DefaultSmartConcurrency, "smartctl runs at once")
 	return cmd
 }
 
