@@ -347,7 +347,7 @@ func driftCases() []alertCase {
 			if op == "read" {
 				kind = "randread"
 			}
-			return s(fmt.Sprintf(`diskcanary_probe_target_info{%s, kind="%s", layout="fresh", fstype="ext4", mountpoint="/var/lib/etcd-canary"}`, lbl, kind), "1x80")
+			return s(fmt.Sprintf(`diskcanary_probe_target_info{%s, kind="%s", layout="append", fstype="ext4", mountpoint="/var/lib/etcd-canary"}`, lbl, kind), "1x80")
 		}
 		cohort := func(members int, slowShape, fastShape []bucket, label string) []series {
 			var in []series
