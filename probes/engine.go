@@ -99,9 +99,14 @@ func (e *Engine) Run(ctx context.Context) {
 	select {
 	case <-done:
 	case <-time.After(shutdownGrace):
+		// The kernel finishes a process's exit only when every thread
+		// has left the kernel: a thread in an uninterruptible I/O keeps
+		// the process, and with it the probe directory's lock, alive
+		// until the disk answers. Say so, rather than "stopped" alone.
 		for _, p := range e.probes {
 			if age := p.fl.age(); age > 0 {
-				e.log.Error("exiting with a probe I/O still in flight (disk hung?)", "probe", p.cfg.Name, "in_flight", age.Round(time.Millisecond))
+				e.log.Error("a probe I/O is still in flight (disk hung?): the process exits, and releases the probe directory's lock, only when the kernel returns it",
+					"probe", p.cfg.Name, "path", p.cfg.Dir+p.cfg.Device, "in_flight", age.Round(time.Millisecond))
 			}
 		}
 	}
