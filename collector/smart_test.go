@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -213,6 +214,7 @@ func TestSmart24DevicesOneHanging(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes ~15 s")
 	}
+	testenv.SkipUnderRace(t)
 	fixtures := []string{
 		"sat-hdd-reallocated-304-smartctl-exporter.json",
 		"nvme-pct-used-51-spare-93-smartctl-exporter.json",

@@ -26,6 +26,7 @@ func TestFleetDriftEndToEnd(t *testing.T) {
 		t.Skip("-short: skipping the fleet-drift end-to-end test")
 	}
 	testenv.RequireRoot(t)
+	testenv.SkipUnderRace(t)
 	testenv.PrometheusBin(t) // skip before building anything
 	start := time.Now()
 	bin := buildDiskcanary(t)

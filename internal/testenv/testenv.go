@@ -172,3 +172,13 @@ func (t *Throttle) Command(name string, args ...string) *exec.Cmd {
 	script := `echo $$ > "$0/cgroup.procs" && exec "$@"`
 	return exec.Command("sh", append([]string{"-c", script, t.Path, name}, args...)...)
 }
+
+// SkipUnderRace skips a test whose assertion is a latency or a rate: the
+// race detector slows the code 2-20× and makes such a bound meaningless.
+// CI runs every test once without the detector, where these run.
+func SkipUnderRace(tb testing.TB) {
+	tb.Helper()
+	if Race {
+		tb.Skip("skipping under the race detector: this test asserts a latency; it runs in the non-race pass")
+	}
+}
