@@ -130,6 +130,7 @@ func TestWALProbeAppendLayout(t *testing.T) {
 	}
 	require.NotEmpty(t, labels["fstype"])
 	require.Equal(t, "append", labels["layout"])
+	require.Equal(t, "0.001", labels["gap_seconds"], "the pacing is labelled")
 	// The segment is removed at shutdown.
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -229,7 +230,11 @@ func (p *probe) flagFlush(lying bool) {
 func (p *probe) publishTarget() {
 	t := p.site.target
 	p.m.targetInfo.DeletePartialMatch(prometheus.Labels{"probe": p.cfg.Name})
-	p.m.targetInfo.WithLabelValues(p.cfg.Name, p.cfg.Kind, p.cfg.Layout, t.Path, t.Device, t.FSType, t.Mountpoint).Set(1)
+	gap := ""
+	if p.cfg.Gap != nil {
+		gap = strconv.FormatFloat(p.cfg.Gap.Seconds(), 'g', -1, 64)
+	}
+	p.m.targetInfo.WithLabelValues(p.cfg.Name, p.cfg.Kind, p.cfg.Layout, gap, t.Path, t.Device, t.FSType, t.Mountpoint).Set(1)
 	if p.site.dir == nil {
 		return
 	}
