@@ -1,13 +1,18 @@
 package main
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"path"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,6 +39,8 @@ type serveFlags struct {
 	deviceInclude string
 	deviceExclude string
 	maxRequests   int
+	maxConns      int
+	writeTimeout  time.Duration
 	logLevel      string
 	logFormat     string
 	procfs        string
@@ -69,6 +76,9 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl.StringVar(&f.webConfig, "web.config.file", "", "exporter-toolkit web config file for TLS and basic auth")
 	fl.StringVar(&f.telemetryPath, "web.telemetry-path", "/metrics", "path under which to expose metrics")
 	fl.IntVar(&f.maxRequests, "web.max-requests", 100, "maximum parallel scrapes; more get 503 (0 = no limit)")
+	fl.IntVar(&f.maxConns, "web.max-connections", 512, "maximum open HTTP connections; when full, a new one closes the connection idle longest "+
+		"(keep-alive, TLS handshake, unfinished or unauthenticated request). The daemon's open files stay under this + 64, + 2 per probe and 3 per running smartctl")
+	fl.DurationVar(&f.writeTimeout, "web.write-timeout", 30*time.Second, "longest a response may take to send; a client that does not read is cut off and frees its --web.max-requests slot")
 	fl.StringVar(&f.logLevel, "log.level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log.format", "logfmt", "log format: logfmt, json")
 	fl.StringVar(&f.deviceInclude, "collector.diskstats.device-include", "", "regex of kernel device names to export (replaces the config's filter)")
@@ -144,6 +154,9 @@ func (f *serveFlags) logger() (*slog.Logger, error) {
 }
 
 func (f *serveFlags) run(cmd *cobra.Command) error {
+	if err := f.checkWebFlags(); err != nil {
+		return &exitError{2, err}
+	}
 	logger, err := f.logger()
 	if err != nil {
 		return err
@@ -170,6 +183,12 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		return nil
 	}
 
+	// A write to a closed log pipe (a log shipper that went away) must fail
+	// with EPIPE, not kill the daemon before it removes its probe files. Go
+	// raises SIGPIPE for a broken fd 1 or 2 unless the signal is ignored
+	// (os/signal, "SIGPIPE"). Only serve: `diskcanary iostat 1 | head` should
+	// still stop when head does.
+	signal.Ignore(syscall.SIGPIPE)
 	logger.Info("starting diskcanary", "version", version.Info(), "build_context", version.BuildContext())
 	col, err := collector.New(collector.Options{Config: c, Logger: logger}, enabled)
 	if err != nil {
@@ -182,14 +201,15 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		collectors.NewGoCollector())
 
 	mux := http.NewServeMux()
-	mux.Handle(f.telemetryPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle(f.telemetryPath, quietClientErrors(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 		// Scrapes only read memory; this bounds a scrape storm, not slow
 		// disks. 100 leaves room for many Prometheus replicas and ad-hoc
-		// curls (bench/scrape-load runs 50 at once without a 503).
+		// curls (bench/scrape-load runs 50 at once without a 503). A client
+		// that never reads holds its slot until --web.write-timeout.
 		MaxRequestsInFlight: f.maxRequests,
-	}))
+	}), logger))
 	if f.telemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "diskcanary",
@@ -206,16 +226,59 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		mux.Handle("/", landing)
 	}
 
+	conns := &connLimiter{max: f.maxConns}
+	listeners, err := conns.listen(f.listen)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP's default action kills the daemon without removing its WAL
+	// file; there is no reload, so say so instead.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				logger.Info("SIGHUP ignored: diskcanary does not reload; restart it to apply a changed config or web config")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	runDone := make(chan struct{})
 	go func() { col.Run(ctx); close(runDone) }()
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		// web.ServeMultiple puts basic auth in front of this handler, so
+		// only authenticated requests count as busy for conns.
+		Handler:     conns.track(mux),
+		ConnContext: conns.connContext,
+		// A request is headers only; these bound what a client that sends
+		// slowly, reads slowly or not at all can hold (TLS handshakes get
+		// the smallest of the three).
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      f.writeTimeout,
+		// Longer than a 1 m scrape interval, so Prometheus reuses its
+		// connection; under a flood conns closes idle ones sooner.
+		IdleTimeout: 2 * time.Minute,
+		// Handshake failures and timeouts are the client's doing: at info
+		// level any client could write one log line per connection.
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
 	systemdSocket := false
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- web.ListenAndServe(srv, &web.FlagConfig{
+		serveErr <- web.ServeMultiple(listeners, srv, &web.FlagConfig{
 			WebListenAddresses: &f.listen, WebSystemdSocket: &systemdSocket, WebConfigFile: &f.webConfig,
 		}, logger)
 	}()
@@ -225,7 +288,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		stop()
 		<-runDone
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("listen %s: %w", strings.Join(f.listen, ","), err)
+			return fmt.Errorf("serve %s: %w", strings.Join(f.listen, ","), err)
 		}
 		return nil
 	case <-ctx.Done():
@@ -237,6 +300,205 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	<-runDone
 	logger.Info("stopped")
 	return nil
+}
+
+// checkWebFlags refuses web flag values that would panic or make the
+// daemon unreachable, before anything starts.
+func (f *serveFlags) checkWebFlags() error {
+	if err := checkTelemetryPath(f.telemetryPath); err != nil {
+		return fmt.Errorf("--web.telemetry-path %q: %w", f.telemetryPath, err)
+	}
+	if f.maxConns < 1 {
+		return fmt.Errorf("--web.max-connections %d: must be at least 1 (and above --web.max-requests)", f.maxConns)
+	}
+	if f.writeTimeout <= 0 {
+		return fmt.Errorf("--web.write-timeout %v: must be positive", f.writeTimeout)
+	}
+	return nil
+}
+
+// checkTelemetryPath accepts a clean absolute URL path of unreserved
+// characters: ServeMux panics on an empty path, one without a leading '/'
+// or one with a space, reads '{' as a wildcard, and redirects unclean paths
+// away, so nothing else could be scraped.
+func checkTelemetryPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("must start with '/', e.g. /metrics")
+	}
+	for _, r := range p {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("/-._~", r)) {
+			return fmt.Errorf("%q is not allowed: use letters, digits and - . _ ~ /", r)
+		}
+	}
+	if c := path.Clean(p); strings.Contains(p, "//") || c != p && c+"/" != p {
+		return fmt.Errorf("not a clean path: use %s", c)
+	}
+	return nil
+}
+
+// connLimiter caps the daemon's open connections, and so its file
+// descriptors. When full it does not refuse the newcomer (an idle flood
+// would then lock every scraper out): it closes the connection that has
+// waited longest outside a handler, that is an idle keep-alive, a TLS
+// handshake, a request still arriving, or one basic auth turned away. A
+// connection is kept only while a handler serves it, which --web.max-requests
+// and the write timeout bound; when every connection is in a handler, the
+// newcomer is closed.
+type connLimiter struct {
+	max     int
+	mu      sync.Mutex
+	open    int
+	waiting list.List // of *limitedConn outside a handler, oldest first
+}
+
+type limitedConn struct {
+	net.Conn
+	limiter  *connLimiter
+	handlers int           // under limiter.mu, as are the two below
+	waiting  *list.Element // in limiter.waiting; nil while in a handler or closed
+	closed   bool
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.limiter.release(c)
+	return err
+}
+
+type limitedListener struct {
+	net.Listener
+	limiter *connLimiter
+}
+
+// listen opens every address, sharing one cap.
+func (l *connLimiter) listen(addrs []string) ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, a := range addrs {
+		nl, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range ls {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("--web.listen-address: %w", err)
+		}
+		ls = append(ls, limitedListener{nl, l})
+	}
+	return ls, nil
+}
+
+func (ll limitedListener) Accept() (net.Conn, error) {
+	for {
+		nc, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c := &limitedConn{Conn: nc, limiter: ll.limiter}
+		victim := ll.limiter.admit(c)
+		if victim != nil {
+			_ = victim.Close()
+		}
+		if victim != c {
+			return c, nil
+		}
+	}
+}
+
+// admit counts c in and returns the connection to close when that makes
+// one too many: the longest waiting, c itself if all others are busy.
+func (l *connLimiter) admit(c *limitedConn) *limitedConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open++
+	c.waiting = l.waiting.PushBack(c)
+	if l.open <= l.max {
+		return nil
+	}
+	return l.waiting.Front().Value.(*limitedConn)
+}
+
+func (l *connLimiter) release(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	l.open--
+	if c.waiting != nil {
+		l.waiting.Remove(c.waiting)
+		c.waiting = nil
+	}
+}
+
+// track marks a connection busy while a handler serves one of its
+// requests, and waiting again, as the newest, after.
+func (l *connLimiter) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := r.Context().Value(connKey{}).(*limitedConn)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		l.mu.Lock()
+		c.handlers++
+		if c.waiting != nil {
+			l.waiting.Remove(c.waiting)
+			c.waiting = nil
+		}
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			c.handlers--
+			if c.handlers == 0 && !c.closed {
+				c.waiting = l.waiting.PushBack(c)
+			}
+			l.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// quietClientErrors hides a failed write to the client from promhttp,
+// which goes on after an error (so a failing collector still leaves a
+// partial scrape) and logs one line per metric family: a client that stops
+// reading would buy ~60 error lines a scrape. The failure is the client's
+// doing; it is logged once, at debug level.
+func quietClientErrors(next http.Handler, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&clientWriter{ResponseWriter: w, logger: logger, client: r.RemoteAddr}, r)
+	})
+}
+
+type clientWriter struct {
+	http.ResponseWriter
+	logger *slog.Logger
+	client string
+	failed bool
+}
+
+func (w *clientWriter) Write(p []byte) (int, error) {
+	if !w.failed {
+		if _, err := w.ResponseWriter.Write(p); err != nil {
+			w.failed = true
+			w.logger.Debug("scrape not delivered", "client", w.client, "err", err)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type connKey struct{}
+
+// connContext lets track find the limitedConn under a TLS connection.
+func (l *connLimiter) connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
 }
 
 func describeProbes(c *config.Config) string {
