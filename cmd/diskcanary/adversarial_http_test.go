@@ -172,7 +172,9 @@ func TestAdversarialIdleConnectionFlood(t *testing.T) {
 	mu.Unlock()
 	t.Logf("%d connections opened; scrape p50 %v p99 %v max %v; daemon open files peak %d",
 		opened, took[tries/2-1], p99, took[tries-1], peak)
-	require.Less(t, p99, 100*time.Millisecond, "authenticated scrape p99 under an idle flood")
+	if !testenv.Race { // the detector's slowdown makes a latency bound meaningless; the fd bound holds
+		require.Less(t, p99, 100*time.Millisecond, "authenticated scrape p99 under an idle flood")
+	}
 	require.LessOrEqual(t, peak, 512+64, "documented bound: --web.max-connections + 64")
 }
 
