@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 var (
@@ -296,33 +298,13 @@ func (d *probeDir) open(name string, flags int) (int, error) {
 func checkProbeFile(path string, st *unix.Stat_t) error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%s: %w: not a regular file (%s); remove it", path, errUnsafe, fileType(st.Mode))
+		return fmt.Errorf("%s: %w: not a regular file (%s); remove it", path, errUnsafe, config.FileKind(st.Mode))
 	case st.Nlink != 1:
 		return fmt.Errorf("%s: %w: has %d hard links; a probe file has one", path, errUnsafe, st.Nlink)
 	case st.Uid != uint32(os.Geteuid()):
 		return fmt.Errorf("%s: %w: owned by uid %d, not by diskcanary's uid %d", path, errUnsafe, st.Uid, os.Geteuid())
 	}
 	return nil
-}
-
-func fileType(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFCHR:
-		return "a character device"
-	case unix.S_IFBLK:
-		return "a block device"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFLNK:
-		return "a symlink"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFREG:
-		return "a regular file"
-	}
-	return fmt.Sprintf("type %#o", mode&unix.S_IFMT)
 }
 
 func clearNonblock(fd int) error {
@@ -370,7 +352,7 @@ func openBlockDevice(path string) (int, unix.Stat_t, error) {
 		return -1, st, &opError{"stat", path, err}
 	}
 	if pre.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return -1, st, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, fileType(pre.Mode))
+		return -1, st, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, config.FileKind(pre.Mode))
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -385,7 +367,7 @@ func openBlockDevice(path string) (int, unix.Stat_t, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != pre.Rdev {
 		unix.Close(fd)
-		return -1, st, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, fileType(st.Mode))
+		return -1, st, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, config.FileKind(st.Mode))
 	}
 	if err := clearNonblock(fd); err != nil {
 		unix.Close(fd)
@@ -473,7 +455,7 @@ func (d *probeDir) writeReadset(name string, size int64, fl *inflight) (int64, e
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, fmt.Errorf("%s: %w: not a regular file (%s); remove it", filepath.Join(d.path, name), errUnsafe, fileType(st.Mode))
+		return 0, fmt.Errorf("%s: %w: not a regular file (%s); remove it", filepath.Join(d.path, name), errUnsafe, config.FileKind(st.Mode))
 	}
 	tmp := name + ".tmp"
 	fd, err := d.create(tmp, 0)

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
@@ -68,14 +67,7 @@ func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x
 // TestWebConfigTLSAndBasicAuth proves --web.config.file end to end: the
 // daemon serves /metrics only over TLS and only to the right user and password.
 func TestWebConfigTLSAndBasicAuth(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile, pool := selfSignedCert(t, dir)
-	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-scrape"), bcrypt.DefaultCost)
-	require.NoError(t, err)
-	webConfig := filepath.Join(dir, "web.yml")
-	require.NoError(t, os.WriteFile(webConfig, []byte(fmt.Sprintf(
-		"tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  prometheus: %s\n",
-		certFile, keyFile, hash)), 0o600))
+	webConfig, pool := tlsAuthWebConfig(t)
 
 	out, _, err := runCLI(t, "serve", "--config.check", "--web.config.file", webConfig, "--no-collector.probes")
 	require.NoError(t, err, out)

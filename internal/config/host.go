@@ -76,19 +76,25 @@ func CheckProbeDevice(dev string) error {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return fmt.Errorf("%s: %w: it is %s; device: takes a disk, e.g. /dev/disk/by-id/...", dev, ErrNotBlockDevice, fileKind(st.Mode))
+		return fmt.Errorf("%s: %w: it is %s; device: takes a disk, e.g. /dev/disk/by-id/...", dev, ErrNotBlockDevice, FileKind(st.Mode))
 	}
 	return nil
 }
 
-func fileKind(mode uint32) string {
+// FileKind names a file type from its st_mode, for refusals that say what
+// was found where a directory, a regular file or a block device belongs.
+func FileKind(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFIFO:
 		return "a FIFO"
 	case unix.S_IFCHR:
 		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
 	case unix.S_IFDIR:
 		return "a directory"
+	case unix.S_IFLNK:
+		return "a symlink"
 	case unix.S_IFSOCK:
 		return "a socket"
 	case unix.S_IFREG:
