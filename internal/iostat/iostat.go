@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs/blockdevice"
 )
@@ -46,7 +47,11 @@ type Snapshot struct {
 	// UptimeCS is /proc/uptime in hundredths of a second, the unit sysstat
 	// keeps its interval in.
 	UptimeCS uint64
-	Devices  []Device
+	// Taken is when the uptime was read, with Go's monotonic clock
+	// reading: the interval when /proc/uptime did not move forward (see
+	// Interval). Zero for the "since boot" snapshot.
+	Taken   time.Time
+	Devices []Device
 }
 
 // Read takes a snapshot from procfs (the host's /proc). Like iostat it reads
@@ -56,11 +61,12 @@ func Read(fs blockdevice.FS, procfs string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	taken := time.Now()
 	stats, err := fs.ProcDiskstats()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read diskstats: %w", err)
 	}
-	s := Snapshot{UptimeCS: up, Devices: make([]Device, len(stats))}
+	s := Snapshot{UptimeCS: up, Taken: taken, Devices: make([]Device, len(stats))}
 	for i, d := range stats {
 		s.Devices[i] = Device{
 			Name: d.DeviceName, Major: d.MajorNumber, Minor: d.MinorNumber, Fields: d.IoStatsCount,
@@ -117,14 +123,48 @@ type Ext struct {
 	AquSz, Util                                  float64
 }
 
-// delta is curr-prev. A counter that went backwards means the device was
-// re-created (or, on 32-bit kernels, wrapped); counting from zero gives the
-// activity since then instead of sysstat's unsigned wrap-around.
-func delta(prev, curr uint64) float64 {
+// Restarted reports whether the device was removed and re-created between
+// the two samples: its requests, summed, went backwards and so did each of
+// its sector counters that had moved at all. That is sysstat 12.x's test;
+// it then computes the whole row against zero counters (the activity since
+// the device came back), never some fields since the restart and others as
+// deltas.
+func Restarted(prev, curr Counters) bool {
+	ios := func(c Counters) uint64 { return c.RdIOs + c.WrIOs + c.DcIOs + c.FlIOs }
+	back := func(p, c uint64) bool { return p == 0 || c < p }
+	return ios(curr) < ios(prev) &&
+		back(prev.RdSectors, curr.RdSectors) &&
+		back(prev.WrSectors, curr.WrSectors) &&
+		back(prev.DcSectors, curr.DcSectors)
+}
+
+// countDelta is curr-prev for the fields the kernel prints as unsigned
+// long: requests, merges, sectors. 64 bits do not wrap, and a device that
+// restarted is handled by Restarted, so a count that went backwards on its
+// own has no delta to trust: it counts as no activity, where sysstat's
+// unsigned subtraction would print about 2^64 per second.
+func countDelta(prev, curr uint64) float64 {
 	if curr < prev {
-		return float64(curr)
+		return 0
 	}
 	return float64(curr - prev)
+}
+
+// msDelta is curr-prev for the millisecond fields (read/write/discard/
+// flush ticks, io_ticks, time_in_queue). The kernel prints them as
+// unsigned int on every architecture (block/genhd.c diskstats_show, "%u"),
+// so they wrap at 2^32 ms, about 49.7 days of summed request time: a busy
+// disk wraps rd_ticks within weeks. As sysstat 12.6 keeps these fields in
+// unsigned int and subtracts them there, a value that went backwards has
+// wrapped once and the difference is curr + 2^32 - prev.
+func msDelta(prev, curr uint64) float64 {
+	if curr >= prev {
+		return float64(curr - prev)
+	}
+	if prev-curr > 1<<32 {
+		return 0 // not a 32-bit field: no reading of the kernel gives this
+	}
+	return float64(curr + 1<<32 - prev)
 }
 
 // perSecond is sysstat's S_VALUE(m, n, p): a delta over an interval in
@@ -143,56 +183,73 @@ func ratio(num, den float64) float64 {
 
 // Compute returns the extended statistics between two samples of one device
 // taken itvCS hundredths of a second apart. For the first report since boot
-// prev is the zero Counters and itvCS the uptime, as in iostat.
+// prev is the zero Counters and itvCS the uptime, as in iostat; a device
+// re-created in between (Restarted) is computed since it came back.
 func Compute(prev, curr Counters, itvCS uint64) Ext {
 	if itvCS == 0 {
 		// iostat never divides by a zero interval: get_interval returns 1.
 		itvCS = 1
 	}
-	rIOs, wIOs, dIOs, fIOs := delta(prev.RdIOs, curr.RdIOs), delta(prev.WrIOs, curr.WrIOs),
-		delta(prev.DcIOs, curr.DcIOs), delta(prev.FlIOs, curr.FlIOs)
-	rMrg, wMrg, dMrg := delta(prev.RdMerges, curr.RdMerges), delta(prev.WrMerges, curr.WrMerges),
-		delta(prev.DcMerges, curr.DcMerges)
-	rSec, wSec, dSec := delta(prev.RdSectors, curr.RdSectors), delta(prev.WrSectors, curr.WrSectors),
-		delta(prev.DcSectors, curr.DcSectors)
+	if Restarted(prev, curr) {
+		prev = Counters{}
+	}
+	rIOs, wIOs, dIOs, fIOs := countDelta(prev.RdIOs, curr.RdIOs), countDelta(prev.WrIOs, curr.WrIOs),
+		countDelta(prev.DcIOs, curr.DcIOs), countDelta(prev.FlIOs, curr.FlIOs)
+	rMrg, wMrg, dMrg := countDelta(prev.RdMerges, curr.RdMerges), countDelta(prev.WrMerges, curr.WrMerges),
+		countDelta(prev.DcMerges, curr.DcMerges)
+	rSec, wSec, dSec := countDelta(prev.RdSectors, curr.RdSectors), countDelta(prev.WrSectors, curr.WrSectors),
+		countDelta(prev.DcSectors, curr.DcSectors)
 	return Ext{
 		RPS:     perSecond(rIOs, itvCS),
 		RkBPS:   perSecond(rSec, itvCS) / 2, // 512-byte sectors → kB
 		RrqmPS:  perSecond(rMrg, itvCS),
 		RrqmPct: ratio(rMrg, rMrg+rIOs) * 100,
-		RAwait:  ratio(delta(prev.RdTicks, curr.RdTicks), rIOs),
+		RAwait:  ratio(msDelta(prev.RdTicks, curr.RdTicks), rIOs),
 		RareqSz: ratio(rSec, rIOs) / 2,
 
 		WPS:     perSecond(wIOs, itvCS),
 		WkBPS:   perSecond(wSec, itvCS) / 2,
 		WrqmPS:  perSecond(wMrg, itvCS),
 		WrqmPct: ratio(wMrg, wMrg+wIOs) * 100,
-		WAwait:  ratio(delta(prev.WrTicks, curr.WrTicks), wIOs),
+		WAwait:  ratio(msDelta(prev.WrTicks, curr.WrTicks), wIOs),
 		WareqSz: ratio(wSec, wIOs) / 2,
 
 		DPS:     perSecond(dIOs, itvCS),
 		DkBPS:   perSecond(dSec, itvCS) / 2,
 		DrqmPS:  perSecond(dMrg, itvCS),
 		DrqmPct: ratio(dMrg, dMrg+dIOs) * 100,
-		DAwait:  ratio(delta(prev.DcTicks, curr.DcTicks), dIOs),
+		DAwait:  ratio(msDelta(prev.DcTicks, curr.DcTicks), dIOs),
 		DareqSz: ratio(dSec, dIOs) / 2,
 
 		FPS:    perSecond(fIOs, itvCS),
-		FAwait: ratio(delta(prev.FlTicks, curr.FlTicks), fIOs),
+		FAwait: ratio(msDelta(prev.FlTicks, curr.FlTicks), fIOs),
 
 		// time_in_queue is in ms: per second of interval that is the
 		// average number of requests in flight.
-		AquSz: perSecond(delta(prev.RqTicks, curr.RqTicks), itvCS) / 1000,
+		AquSz: perSecond(msDelta(prev.RqTicks, curr.RqTicks), itvCS) / 1000,
 		// io_ticks is in ms: ms busy per second of interval, /10 is percent.
-		Util: perSecond(delta(prev.TotTicks, curr.TotTicks), itvCS) / 10,
+		Util: perSecond(msDelta(prev.TotTicks, curr.TotTicks), itvCS) / 10,
 	}
 }
 
-// Interval is sysstat's get_interval: the uptime difference, and 1 when the
-// clock did not move, so that no division is by zero.
-func Interval(prevCS, currCS uint64) uint64 {
-	if currCS <= prevCS {
-		return 1
+// Interval is the time between two snapshots in hundredths of a second:
+// sysstat's get_interval, the /proc/uptime difference, whenever uptime
+// moved forward. When it did not (0, or backwards: a VM or container
+// restored from a checkpoint, a time namespace, two reads in the same
+// hundredth), sysstat divides by 1/100 s (a 2 s interval reads 200x too
+// high) or by an unsigned wrap-around (every rate reads 0). The elapsed
+// time on our own monotonic clock
+// between the two reads is the same quantity to within scheduling jitter,
+// so the rates stay right. Only when that is missing too (the since-boot
+// snapshot has none) or under 5 ms is the interval sysstat's guard of 1.
+func Interval(prev, curr Snapshot) uint64 {
+	if curr.UptimeCS > prev.UptimeCS {
+		return curr.UptimeCS - prev.UptimeCS
 	}
-	return currCS - prevCS
+	if !prev.Taken.IsZero() && !curr.Taken.IsZero() {
+		if cs := curr.Taken.Sub(prev.Taken).Round(10*time.Millisecond) / (10 * time.Millisecond); cs > 0 {
+			return uint64(cs)
+		}
+	}
+	return 1
 }

@@ -63,8 +63,8 @@ func TestUptime(t *testing.T) {
 	require.EqualValues(t, 1705, cs)
 	_, err = ParseUptime("")
 	require.Error(t, err)
-	require.EqualValues(t, 1, Interval(5, 5), "a clock that did not move must not divide by zero")
-	require.EqualValues(t, 200, Interval(100, 300))
+	require.EqualValues(t, 1, Interval(Snapshot{UptimeCS: 5}, Snapshot{UptimeCS: 5}), "a clock that did not move must not divide by zero")
+	require.EqualValues(t, 200, Interval(Snapshot{UptimeCS: 100}, Snapshot{UptimeCS: 300}))
 }
 
 func writeProc(t *testing.T, dir, uptime, diskstats string) {
@@ -155,4 +155,122 @@ func requireExtNear(t *testing.T, want, got Ext) {
 	for i := range w {
 		require.InDelta(t, w[i], g[i], 1e-9, "column %d", i)
 	}
+}
+
+// readFixture reads testdata/NAME/prev and testdata/NAME/curr, each a procfs
+// with uptime and diskstats, the way diskcanary iostat reads /proc.
+func readFixture(t *testing.T, name string) (prev, curr Snapshot) {
+	t.Helper()
+	var snaps [2]Snapshot
+	for i, dir := range []string{"prev", "curr"} {
+		proc := filepath.Join("testdata", name, dir)
+		fs, err := blockdevice.NewFS(proc, proc)
+		require.NoError(t, err)
+		snaps[i], err = Read(fs, proc)
+		require.NoError(t, err)
+	}
+	return snaps[0], snaps[1]
+}
+
+// onlyRow builds the report of a one-device fixture and returns its row.
+func onlyRow(t *testing.T, prev, curr Snapshot) Row {
+	t.Helper()
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0))
+	require.Len(t, r.Rows, 1)
+	return r.Rows[0]
+}
+
+// At 56220 w/s, 7196160 kB/s written, 12000 d/s (12288000 kB/s) and
+// 15000 f/s over 1.00 s (testdata/wide-columns, an NVMe under fio) values no
+// longer fit their columns. sysstat prints " %*.2f": the field widens and a
+// space always separates it, so `awk '{print $8}'` is still w/s. Every value
+// below is the fixture's delta over 1 s: 1000 reads of 8000 sectors (4 kB
+// each, 100 ms), 56220 writes of 14392320 sectors (128 kB, 112440 ms),
+// 12000 discards of 24576000 sectors (1 MiB, 12000 ms), 15000 flushes
+// (7500 ms), 1000 ms busy, 150000 ms of time_in_queue.
+func TestWriteTableWideValuesStaySeparated(t *testing.T) {
+	prev, curr := readFixture(t, "wide-columns")
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0))
+	var b bytes.Buffer
+	require.NoError(t, r.WriteTable(&b))
+	line := strings.Split(b.String(), "\n")[1]
+	require.Equal(t, "sdb           1000.00   4000.00     0.00   0.00    0.10     4.00 56220.00 7196160.00"+
+		"     0.00   0.00    2.00   128.00 12000.00 12288000.00     0.00   0.00    1.00  1024.00"+
+		" 15000.00    0.50  150.00 100.00", line)
+	fields := strings.Fields(line)
+	require.Len(t, fields, 1+len(r.ColumnNames()))
+	require.Equal(t, []string{"4.00", "56220.00", "7196160.00"}, fields[6:9])
+	require.Equal(t, []string{"12000.00", "12288000.00"}, fields[13:15])
+	require.Equal(t, "15000.00", fields[19])
+}
+
+// testdata/recreated-device: loop0 was detached and attached again between
+// the samples, 2.00 s apart. Its requests and sectors all went backwards,
+// but rd_ticks (500 → 590) and time_in_queue (600 → 890) did not: the old
+// device was fast. sysstat treats the device as new and computes the row
+// from zero: 200 reads in 590 ms is r_await 2.95 (a per-field reset gives
+// (590-500)/200 = 0.45), 890 ms in queue over 2 s is aqu-sz 0.445.
+func TestBuildRecreatedDeviceRestartsAsAWhole(t *testing.T) {
+	prev, curr := readFixture(t, "recreated-device")
+	require.True(t, Restarted(prev.Devices[0].Counters, curr.Devices[0].Counters))
+	got := onlyRow(t, prev, curr)
+	requireExtNear(t, Ext{
+		// 200 reads, 1600 sectors (800 kB), 590 ms; 100 writes, 1600
+		// sectors, 300 ms; 800 ms busy; all over 2 s.
+		RPS: 100, RkBPS: 400, RAwait: 2.95, RareqSz: 4,
+		WPS: 50, WkBPS: 400, WAwait: 3, WareqSz: 8,
+		AquSz: 0.445, Util: 40,
+	}, got.Ext)
+}
+
+// A device that only did more work is not a restart, and neither is one
+// whose request count grew while a sector count fell.
+func TestRestartedNeedsEverythingBackwards(t *testing.T) {
+	require.False(t, Restarted(prevC, currC))
+	c := prevC
+	c.RdIOs, c.WrIOs = 1, 1
+	require.False(t, Restarted(prevC, c), "sector counters did not go back")
+	c.RdSectors, c.WrSectors, c.DcSectors = 8, 8, 0
+	require.True(t, Restarted(prevC, c))
+}
+
+// testdata/ticks-wrap: over 2.00 s sda read 200 requests while rd_ticks
+// went from 2^32-600 to 400 and time_in_queue from 2^32-296 to 1704. The
+// kernel prints the ms fields as unsigned int, so both wrapped once:
+// 1000 ms of reads, r_await 5.00 (not 400/200 = 2.00); 2000 ms in queue,
+// aqu-sz 1.00 (not 0.852). Requests and sectors are past 2^32 and did not
+// wrap: the kernel prints them as unsigned long.
+func TestBuildMillisecondFieldsWrapAt32Bits(t *testing.T) {
+	prev, curr := readFixture(t, "ticks-wrap")
+	got := onlyRow(t, prev, curr)
+	requireExtNear(t, Ext{
+		// 200 reads of 1600 sectors; 100 writes of 800 sectors in 200 ms;
+		// 150 ms busy over 2 s.
+		RPS: 100, RkBPS: 400, RAwait: 5, RareqSz: 4,
+		WPS: 50, WkBPS: 200, WAwait: 2, WareqSz: 4,
+		AquSz: 1, Util: 7.5,
+	}, got.Ext)
+}
+
+// testdata/uptime-backwards: /proc/uptime read 86400.00 then 86398.00 (a VM
+// restored from a snapshot); the two reads were 2 s apart on the monotonic
+// clock. Dividing by the 1/100 s guard gave r/s 20000.00; the monotonic 2 s
+// gives 200 reads / 2 s = 100.00. The same when uptime did not move.
+func TestBuildUptimeNotForwardUsesMonotonicInterval(t *testing.T) {
+	prev, curr := readFixture(t, "uptime-backwards")
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	prev.Taken, curr.Taken = t0, t0.Add(2*time.Second)
+	want := Ext{
+		// 200 reads of 1600 sectors in 300 ms; 100 writes of 800 sectors
+		// in 100 ms; 100 ms busy; 400 ms in queue; over 2 s.
+		RPS: 100, RkBPS: 400, RAwait: 1.5, RareqSz: 4,
+		WPS: 50, WkBPS: 200, WAwait: 1, WareqSz: 4,
+		AquSz: 0.2, Util: 5,
+	}
+	requireExtNear(t, want, onlyRow(t, prev, curr).Ext)
+	require.EqualValues(t, 200, Interval(prev, curr))
+
+	curr.UptimeCS = prev.UptimeCS
+	requireExtNear(t, want, onlyRow(t, prev, curr).Ext)
+	require.EqualValues(t, 200, Interval(prev, curr))
 }

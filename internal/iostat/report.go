@@ -40,7 +40,7 @@ type Selection struct {
 // Build computes a report from two snapshots. prev may be the zero
 // Snapshot: the report is then since boot.
 func Build(prev, curr Snapshot, sel Selection, now time.Time) Report {
-	itv := Interval(prev.UptimeCS, curr.UptimeCS)
+	itv := Interval(prev, curr)
 	before := make(map[string]Counters, len(prev.Devices))
 	for _, d := range prev.Devices {
 		before[d.Name] = d.Counters
@@ -76,7 +76,7 @@ func Build(prev, curr Snapshot, sel Selection, now time.Time) Report {
 
 type column struct {
 	name  string
-	width int
+	width int // header width; a value takes one space and width-1, or more
 	value func(Ext) float64
 }
 
@@ -147,8 +147,8 @@ func (r Report) Values(row Row) []float64 {
 }
 
 // WriteTable prints the report the way iostat -dx prints it: a 13-column
-// device name, then each column right-aligned with two decimals, and a
-// blank line.
+// device name, then each column right-aligned with two decimals after at
+// least one space, and a blank line.
 func (r Report) WriteTable(w io.Writer) error {
 	cols := r.columns()
 	var b strings.Builder
@@ -160,7 +160,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	for _, row := range r.Rows {
 		fmt.Fprintf(&b, "%-13s", row.Device)
 		for _, c := range cols {
-			fmt.Fprintf(&b, "%*.2f", c.width, c.value(row.Ext))
+			// sysstat prints every value as " %*.2f": one space, then the
+			// field, which widens for a value that does not fit (56220.00
+			// w/s, 7196160.00 wkB/s). Columns stay apart, so splitting
+			// on whitespace always gives the right fields.
+			fmt.Fprintf(&b, " %*.2f", c.width-1, c.value(row.Ext))
 		}
 		b.WriteByte('\n')
 	}
