@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"sort"
@@ -23,11 +24,38 @@ import (
 type smartFlags struct {
 	fromJSON   []string
 	jsonOut    bool
+	verbose    bool
 	smartctl   string
 	devType    string
 	timeout    time.Duration
 	nocheck    string
 	concurrent int
+}
+
+// The exit status of `diskcanary smart`, one per verdict, so a script can
+// act on it without parsing. When disks disagree, the worst wins in the
+// order of smart.Severity: failing, then unknown, then degraded.
+const (
+	smartExitHealthy  = 0
+	smartExitFailing  = 1 // as check's 1: the verdict is bad
+	smartExitUnknown  = 2 // as check's 2: could not measure
+	smartExitDegraded = 3
+	// smartExitUsage is sysexits.h's EX_USAGE: apart from every verdict,
+	// and from cobra's default 1 (which here would read as "failing").
+	smartExitUsage = 64
+)
+
+// smartExitCode maps a severity to its exit status.
+func smartExitCode(s smart.Severity) int {
+	switch {
+	case s >= smart.SeverityFailing:
+		return smartExitFailing
+	case s >= smart.SeverityUnknown:
+		return smartExitUnknown
+	case s >= smart.SeverityWarning:
+		return smartExitDegraded
+	}
+	return smartExitHealthy
 }
 
 func newSmartCmd() *cobra.Command {
@@ -43,21 +71,44 @@ Without DEVICE, the disks come from smartctl --scan-open. A DEVICE is a
 kernel name (sda), a path (/dev/nvme0), or a path with a smartctl type
 (/dev/bus/0;megaraid,1). Sleeping disks are left asleep (--nocheck standby).
 
---from-json reads saved smartctl --json output instead of running smartctl.
-Values a disk does not report are shown as "-" (null in --json), never 0.
+--from-json reads saved smartctl --json output instead of running smartctl;
+the FILE column names the file each row came from. Values a disk does not
+report are shown as "-" (null in --json), never 0; a disk with no health
+verdict is UNKNOWN, never OK. SIGNAL shows the worst finding and how many
+more there are; -v lists them all.
 
-Exit status: 0 shown, 2 nothing could be read (smartctl missing, bad file).`,
+Exit status (when disks differ, the first that applies wins):
+  1   FAILING: a disk's SMART health check failed, an NVMe critical warning
+      is set, or a pre-failure attribute is at its threshold
+  2   UNKNOWN: a disk could not be read or gave no health verdict (smartctl
+      missing, failed or timed out, open failed, asleep under --nocheck, a
+      saved file without health data or unreadable), or there was no disk
+  3   DEGRADED or WARN: pending, reallocated or media errors, >= 90% wear,
+      failed self-tests, device error log entries, an attribute below
+      threshold in the past
+  0   every disk read and healthy (INFO findings do not count)
+  64  usage error (unknown flag, bad value); nothing was read
+A failure is certain and most urgent, so nothing hides it; a disk that
+cannot be read may be the one that is dying, so it outranks a degraded one.`,
 		Example: `  diskcanary smart
   diskcanary smart sda nvme0 '/dev/bus/0;megaraid,1'
-  diskcanary smart --from-json saved/*.json --json`,
+  diskcanary smart --from-json saved/*.json --json
+  diskcanary smart -v; case $? in 1) page;; 2) recheck;; 3) ticket;; esac`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(cmd); err != nil {
+				return &exitError{smartExitUsage, err}
+			}
 			return f.run(cmd, args)
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{smartExitUsage, err}
+	})
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringSliceVar(&f.fromJSON, "from-json", nil, "read saved smartctl --json output from these files instead of running smartctl (repeatable; remaining arguments are files too)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a machine-readable result")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "list every finding in SIGNAL, not only the worst")
 	fl.StringVar(&f.smartctl, "smartctl", config.DefaultSmartctl, "the smartctl binary")
 	fl.StringVarP(&f.devType, "device-type", "d", "", "smartctl -d TYPE for every DEVICE given (sat, nvme, megaraid,N, ...)")
 	fl.DurationVar(&f.timeout, "timeout", config.DefaultSmartTimeout, "kill a smartctl run after this long")
@@ -66,53 +117,132 @@ Exit status: 0 shown, 2 nothing could be read (smartctl missing, bad file).`,
 	return cmd
 }
 
-func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
-	var states []smart.DeviceState
+// validate refuses what would otherwise be silently ignored or misread.
+func (f *smartFlags) validate(cmd *cobra.Command) error {
 	if len(f.fromJSON) > 0 {
-		var err error
-		if states, err = f.readFiles(cmd.ErrOrStderr(), append(f.fromJSON, args...)); err != nil {
-			return &exitError{code: 2, err: err}
+		for _, name := range []string{"smartctl", "device-type", "timeout", "nocheck", "concurrency"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s is for live reads; --from-json files already hold smartctl's output", name)
+			}
 		}
+		return nil
+	}
+	switch f.nocheck {
+	case "never", "sleep", "standby", "idle":
+	default:
+		return fmt.Errorf("--nocheck %q: want never, sleep, standby or idle", f.nocheck)
+	}
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	if f.concurrent < 1 {
+		return fmt.Errorf("--concurrency %d: must be at least 1", f.concurrent)
+	}
+	return nil
+}
+
+func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
+	var (
+		reports    []smart.Report
+		unreadable int // --from-json files that hold no smartctl output
+	)
+	if len(f.fromJSON) > 0 {
+		reports, unreadable = readSmartFiles(cmd.ErrOrStderr(), append(f.fromJSON, args...))
 	} else {
-		var err error
-		if states, err = f.live(cmd.Context(), args); err != nil {
-			return &exitError{code: 2, err: err}
+		states, err := f.live(cmd.Context(), args)
+		if err != nil {
+			return &exitError{smartExitUnknown, err}
+		}
+		for i := range states {
+			reports = append(reports, smart.NewReport(&states[i]))
 		}
 	}
-	reports := make([]smart.Report, len(states))
-	for i := range states {
-		reports[i] = smart.NewReport(&states[i])
+	// Worst signal first; ties by device name, then file, so the order is stable.
+	worst := make(map[*smart.Report]smart.Severity, len(reports))
+	severities := make([]smart.Severity, len(reports))
+	sorted := make([]*smart.Report, len(reports))
+	for i := range reports {
+		severities[i] = reports[i].Worst()
+		worst[&reports[i]] = severities[i]
+		sorted[i] = &reports[i]
 	}
-	// Worst signal first; ties by device name so the order is stable.
-	sort.SliceStable(reports, func(i, j int) bool {
-		wi, wj := reports[i].Worst(), reports[j].Worst()
-		if wi != wj {
-			return wi > wj
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if worst[a] != worst[b] {
+			return worst[a] > worst[b]
 		}
-		return reports[i].Device < reports[j].Device
+		if a.Device != b.Device {
+			return a.Device < b.Device
+		}
+		return a.Source < b.Source
 	})
 	out := cmd.OutOrStdout()
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(reports)
+		if err := enc.Encode(sorted); err != nil {
+			return err
+		}
+	} else if len(sorted) > 0 {
+		writeSmartTable(out, sorted, len(f.fromJSON) > 0, f.verbose)
 	}
-	writeSmartTable(out, reports)
-	return nil
+	return smartVerdict(severities, unreadable)
 }
 
-// readFiles parses saved smartctl output. A --scan file names devices but
-// holds no SMART data: it is noted on stderr and skipped.
-func (f *smartFlags) readFiles(stderr io.Writer, files []string) ([]smart.DeviceState, error) {
-	var states []smart.DeviceState
+// smartVerdict is the exit status, with a one-line count for stderr.
+func smartVerdict(worst []smart.Severity, unreadable int) error {
+	if len(worst) == 0 {
+		if unreadable > 0 {
+			return &exitError{smartExitUnknown, errors.New("smart: no file could be read")}
+		}
+		return &exitError{smartExitUnknown, errors.New("smart: no SMART data in the given files (smartctl --scan output only)")}
+	}
+	all := smart.SeverityOK
+	if unreadable > 0 {
+		all = smart.SeverityUnknown
+	}
+	count := map[int]int{}
+	for _, w := range worst {
+		count[smartExitCode(w)]++
+		all = max(all, w)
+	}
+	code := smartExitCode(all)
+	if code == smartExitHealthy {
+		return nil
+	}
+	msg := fmt.Sprintf("smart: %d failing, %d unknown, %d degraded or warned, of %s",
+		count[smartExitFailing], count[smartExitUnknown], count[smartExitDegraded], plural(len(worst), "disk"))
+	if unreadable > 0 {
+		msg += fmt.Sprintf("; %s unreadable", plural(unreadable, "file"))
+	}
+	return &exitError{code, errors.New(msg)}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// readSmartFiles parses saved smartctl output. A --scan file names devices
+// but holds no SMART data, and a file that is not smartctl output holds
+// none either: each is noted on stderr and skipped; the latter are counted.
+func readSmartFiles(stderr io.Writer, files []string) (reports []smart.Report, unreadable int) {
 	for _, file := range files {
 		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("smart --from-json: %w", err)
+		var r *smart.Result
+		if err == nil {
+			r, err = smart.Parse(data)
 		}
-		r, err := smart.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("smart --from-json %s: %w", file, err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			fmt.Fprintf(stderr, "%s: could not read: %v\n", file, err)
+			unreadable++
+			continue
 		}
 		if r.Name == "" && r.Protocol == "" {
 			if ts, err := smart.ParseScan(data); err == nil && len(ts) > 0 {
@@ -124,9 +254,11 @@ func (f *smartFlags) readFiles(stderr io.Writer, files []string) ([]smart.Device
 		if st.Label == "" {
 			st.Label = file
 		}
-		states = append(states, st)
+		rep := smart.NewReport(&st)
+		rep.Source = file
+		reports = append(reports, rep)
 	}
-	return states, nil
+	return reports, unreadable
 }
 
 func (f *smartFlags) live(parent context.Context, args []string) ([]smart.DeviceState, error) {
@@ -163,21 +295,31 @@ func (f *smartFlags) live(parent context.Context, args []string) ([]smart.Device
 	return st.Devices, nil
 }
 
-func writeSmartTable(out io.Writer, reports []smart.Report) {
+func writeSmartTable(out io.Writer, reports []*smart.Report, files, verbose bool) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if files {
+		fmt.Fprint(tw, "FILE\t")
+	}
 	fmt.Fprintln(tw, "DEVICE\tPROTOCOL\tMODEL\tHEALTH\tTEMP\tPOWER-ON\tWEAR\tMEDIA-ERR\tREALLOC\tPENDING\tSPARE\tSIGNAL")
-	for i := range reports {
-		r := &reports[i]
-		health := "-"
+	for _, r := range reports {
+		health := "UNKNOWN"
 		if r.Healthy != nil {
 			health = map[bool]string{true: "PASSED", false: "FAILED"}[*r.Healthy]
 		}
 		signal := "OK"
 		if s := r.Signals(); len(s) > 0 {
-			signal = s[0].Severity.String() + ": " + s[0].Text
-			if len(s) > 1 {
-				signal += fmt.Sprintf(" (+%d more)", len(s)-1)
+			signal = s[0].String()
+			switch {
+			case verbose:
+				for _, more := range s[1:] {
+					signal += "; " + more.String()
+				}
+			case len(s) > 1:
+				signal += fmt.Sprintf(" (+%d more, -v lists them)", len(s)-1)
 			}
+		}
+		if files {
+			fmt.Fprintf(tw, "%s\t", r.Source)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.Device, dash(r.Protocol), dash(r.Model), health,

@@ -31,6 +31,10 @@ type Report struct {
 	// Standby is shown in the table; the JSON shape has no field for it
 	// beyond the exit bits and errors.
 	Standby bool `json:"-"`
+	// Source is the saved file a --from-json report was read from (the
+	// device name alone is ambiguous: every host has an sda). Table only:
+	// DESIGN.md's --json object is a closed set of keys.
+	Source string `json:"-"`
 }
 
 // NewReport builds a device's report from its state: the last result with
@@ -68,7 +72,10 @@ func StateFromResult(r *Result) DeviceState {
 	return st
 }
 
-// Severity orders signals; the table lists the worst disk first.
+// Severity orders signals; the table lists the worst disk first, and the
+// order is the precedence of `diskcanary smart`'s exit status: a known
+// failure first, then a disk that could not be judged (a disk that stops
+// answering may be the one that is dying), then a known degradation.
 type Severity int
 
 const (
@@ -76,11 +83,13 @@ const (
 	SeverityInfo
 	SeverityWarning
 	SeverityDegraded
+	// SeverityUnknown: no health verdict (not read, or read without one).
+	SeverityUnknown
 	SeverityFailing
 )
 
 func (s Severity) String() string {
-	return [...]string{"OK", "INFO", "WARN", "DEGRADED", "FAILING"}[s]
+	return [...]string{"OK", "INFO", "WARN", "DEGRADED", "UNKNOWN", "FAILING"}[s]
 }
 
 // Signal is one finding about a device, worded for the table.
@@ -89,14 +98,25 @@ type Signal struct {
 	Text     string
 }
 
-// Signals lists what is wrong with a device, worst first.
+func (s Signal) String() string { return s.Severity.String() + ": " + s.Text }
+
+// Signals lists every finding about a device, worst first. A device with
+// no finding at or above SeverityWarning, and a health verdict, is healthy.
 func (rep *Report) Signals() []Signal {
 	var s []Signal
 	add := func(sev Severity, format string, args ...any) {
 		s = append(s, Signal{sev, fmt.Sprintf(format, args...)})
 	}
+	bits := map[string]bool{}
+	for _, b := range rep.ExitStatusBits {
+		bits[b] = true
+	}
 	if rep.Healthy != nil && !*rep.Healthy {
 		add(SeverityFailing, "SMART health check FAILED")
+	} else if bits["disk_failing"] {
+		// smartctl's bit 3 is the same verdict; it stands alone when the
+		// output lost smart_status.
+		add(SeverityFailing, "smartctl exit status says DISK FAILING")
 	}
 	if cw := rep.CriticalWarning; cw != nil && *cw != 0 {
 		var flags []string
@@ -106,10 +126,6 @@ func (rep *Report) Signals() []Signal {
 			}
 		}
 		add(SeverityFailing, "NVMe critical warning: %s", strings.Join(flags, ","))
-	}
-	bits := map[string]bool{}
-	for _, b := range rep.ExitStatusBits {
-		bits[b] = true
 	}
 	if bits["prefail_attribute_below_threshold"] {
 		add(SeverityFailing, "pre-failure attribute at or below threshold")
@@ -138,13 +154,35 @@ func (rep *Report) Signals() []Signal {
 	if bits["smart_command_failed"] {
 		add(SeverityInfo, "a SMART command failed; some values may be missing")
 	}
-	if rep.Standby {
-		add(SeverityInfo, "in standby, left asleep")
-	} else if rep.SmartctlExitStatus != nil && ExitStatus(*rep.SmartctlExitStatus).NoData() || (rep.SmartctlExitStatus == nil && len(rep.Errors) > 0) {
-		add(SeverityWarning, "could not read")
+	// Whether there is a verdict at all. The first error says why not, so
+	// it joins that line; every other error follows on its own.
+	errs := rep.Errors
+	because := func() string {
+		if len(errs) == 0 {
+			return ""
+		}
+		e := errs[0]
+		errs = errs[1:]
+		return ": " + e
 	}
-	if len(rep.Errors) > 0 {
-		add(SeverityInfo, "%s", rep.Errors[0])
+	noData := rep.SmartctlExitStatus != nil && ExitStatus(*rep.SmartctlExitStatus).NoData() ||
+		rep.SmartctlExitStatus == nil && len(rep.Errors) > 0
+	switch {
+	case rep.Standby && rep.Healthy == nil:
+		add(SeverityUnknown, "in standby, left asleep: no health verdict (--nocheck never reads it)")
+	case rep.Standby:
+		add(SeverityInfo, "in standby, left asleep; values are from its last read")
+	case noData:
+		text := because()
+		if text == "" && rep.SmartctlExitStatus != nil {
+			text = fmt.Sprintf(": smartctl exit status %d (%s)", *rep.SmartctlExitStatus, strings.Join(rep.ExitStatusBits, ","))
+		}
+		add(SeverityUnknown, "could not read%s", text)
+	case rep.Healthy == nil:
+		add(SeverityUnknown, "no SMART health verdict%s", because())
+	}
+	for _, e := range errs {
+		add(SeverityInfo, "%s", e)
 	}
 	sort.SliceStable(s, func(i, j int) bool { return s[i].Severity > s[j].Severity })
 	return s
