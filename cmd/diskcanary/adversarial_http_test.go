@@ -340,3 +340,51 @@ func TestAdversarialTelemetryPath(t *testing.T) {
 	require.Equal(t, "512", newServeCmd().Flags().Lookup("web.max-connections").DefValue)
 	require.Equal(t, "30s", newServeCmd().Flags().Lookup("web.write-timeout").DefValue)
 }
+
+// With TLS and basic auth on, 120 clients that send GET /metrics without
+// credentials and never read anything: each gets a small 401 (it fits the
+// socket buffer, so no handler waits on them) and their connections are
+// the evictable kind, so an authenticated scraper still answers in under
+// 100 ms. (With auth off every client is a scraper, and one that never
+// reads holds its --web.max-requests slot until --web.write-timeout:
+// TestAdversarialNeverReadingClients.)
+func TestAdversarialNeverReadingUnauthenticatedClients(t *testing.T) {
+	webConfig, pool := tlsAuthWebConfig(t)
+	_, addr := startServe(t, "--web.config.file", webConfig, "--web.max-requests", "10", "--no-collector.probes", "--no-collector.smart")
+	tlsConf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 120; i++ {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, tlsConf)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		_, err = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		require.NoError(t, err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, DisableKeepAlives: true}}
+	const tries = 50
+	var took []time.Duration
+	for i := 0; i < tries; i++ {
+		req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+		require.NoError(t, err)
+		req.SetBasicAuth("prometheus", "s3cret-scrape")
+		start := time.Now()
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		took = append(took, time.Since(start))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "scrape %d", i)
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	p99 := took[tries*99/100-1]
+	t.Logf("authenticated scrape p50 %v p99 %v beside 120 never-reading unauthenticated clients", took[tries/2-1], p99)
+	if !testenv.Race {
+		require.Less(t, p99, 100*time.Millisecond)
+	}
+}
