@@ -204,6 +204,7 @@ func synthProcfs(t *testing.T, n int) (proc, sys string) {
 // slots, not the default 100: 100 concurrent gathers of 3,000 disks take
 // 15 s of CPU, and the slot arithmetic is the same.
 func TestAdversarialNeverReadingClients(t *testing.T) {
+	testenv.SkipUnderRace(t) // 10 concurrent 3,000-disk gathers take far longer than the timeouts under the detector
 	const slots = 10
 	proc, sys := synthProcfs(t, 3000)
 	daemon, addr := startServe(t, "--path.procfs", proc, "--path.sysfs", sys, "--web.write-timeout", "4s",
@@ -235,10 +236,12 @@ func TestAdversarialNeverReadingClients(t *testing.T) {
 	}}
 	var held atomic.Int32
 	allHeld, stopRetrying := context.WithCancel(context.Background())
-	defer stopRetrying()
 	testDone := make(chan struct{})
 	var wg sync.WaitGroup
+	// Deferred in this order so the attackers stop retrying and let go
+	// before the wait, also when the test fails early.
 	defer wg.Wait()
+	defer stopRetrying()
 	defer close(testDone)
 	attacked := time.Now()
 	for i := 0; i < 120; i++ {
