@@ -149,7 +149,9 @@ func TestCheckReportsInjectedFdatasyncLatency(t *testing.T) {
 		p50 := res.Latencies[len(res.Latencies)/2]
 		t.Logf("injected %v: check p50 %v", d, p50)
 		require.GreaterOrEqual(t, p50, d)
-		require.LessOrEqual(t, p50, d+500*time.Microsecond)
+		// The FUSE round trip and timer overshoot add 0.2–0.5 ms (the upper
+		// end under the race detector); a second fdatasync per op would add d.
+		require.LessOrEqual(t, p50, d+time.Millisecond)
 		require.Contains(t, strings.Join(res.Warnings, "\n"), "fuse")
 	}
 }

@@ -58,9 +58,11 @@ smart:
 	require.Eventually(t, func() bool {
 		code, body, err := get("http://" + addr + "/metrics")
 		metrics = body
-		return err == nil && code == 200 && strings.Contains(body, `diskcanary_probe_runs_total{probe="wal"}`) &&
-			strings.Contains(body, `diskcanary_probe_runs_total{probe="rr"}`)
-	}, 20*time.Second, 50*time.Millisecond, "probe results on /metrics")
+		// Counters are exported at zero from the start; success 1 means a
+		// burst of each probe completed (so the read set has been laid out).
+		return err == nil && code == 200 && strings.Contains(body, `diskcanary_probe_success{probe="wal"} 1`) &&
+			strings.Contains(body, `diskcanary_probe_success{probe="rr"} 1`)
+	}, 20*time.Second, 50*time.Millisecond, "a successful burst of each probe on /metrics")
 	require.Contains(t, metrics, `diskcanary_fdatasync_duration_seconds_bucket{device=`)
 	require.Contains(t, metrics, `diskcanary_collector_success{collector="probes"} 1`)
 	require.Contains(t, metrics, "diskcanary_build_info")
