@@ -1,7 +1,7 @@
 // Package collector turns diskcanary's parts (probe results, diskstats,
-// SMART) into one prometheus.Collector. Each part is registered once in the
-// parts table below, which is also where its --[no-]collector.NAME flag and
-// default come from. Every part runs concurrently on each scrape, and its
+// SMART, eBPF block latency) into one prometheus.Collector. Each part is
+// registered once in the parts table below, which is also where its
+// --[no-]collector.NAME flag and default come from. Every part runs concurrently on each scrape, and its
 // success and duration are exported, so one failing part never fails the
 // scrape.
 package collector
@@ -53,6 +53,7 @@ var Parts = []PartInfo{
 	{Name: "probes", EnabledDefault: true, Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
 	{Name: "diskstats", EnabledDefault: true, Help: "/proc/diskstats with node_exporter semantics, disk info and the device -> disk join", New: newDiskstatsPart},
 	{Name: "smart", EnabledDefault: true, Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
+	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyPart},
 }
 
 var (
