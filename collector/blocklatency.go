@@ -115,6 +115,16 @@ func (p *blocklatencyPart) included(name string) bool {
 	return !p.exclude.MatchString(name)
 }
 
+// requestBucketBounds are the classic upper bounds, shared by every
+// histogram (dto wants pointers; nothing writes through them).
+var requestBucketBounds = func() []*float64 {
+	b := make([]*float64, len(probes.LatencyBuckets))
+	for i := range probes.LatencyBuckets {
+		b[i] = &probes.LatencyBuckets[i]
+	}
+	return b
+}()
+
 // requestHistogram is a const histogram with classic and native buckets
 // together, as a live client_golang histogram with both exposes them
 // (client_golang's const constructors make one kind or the other).
@@ -157,11 +167,17 @@ func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogr
 		}
 		native[k-lo] += int64(n)
 	}
+	// One allocation each for the buckets and their counts, and shared
+	// upper bounds: a scrape builds one of these per disk and operation.
 	buckets := make([]*dto.Bucket, len(probes.LatencyBuckets))
+	backing := make([]dto.Bucket, len(probes.LatencyBuckets))
+	cums := make([]uint64, len(probes.LatencyBuckets))
 	var cum uint64
-	for i, le := range probes.LatencyBuckets {
+	for i := range probes.LatencyBuckets {
 		cum += classic[i]
-		buckets[i] = &dto.Bucket{CumulativeCount: new(cum), UpperBound: new(le)}
+		cums[i] = cum
+		backing[i].CumulativeCount, backing[i].UpperBound = &cums[i], requestBucketBounds[i]
+		buckets[i] = &backing[i]
 	}
 	sum := float64(h.SumNS) / 1e9
 	schema := int32(blocklatency.NativeSchema)
