@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
+)
+
+// Run as nobody, the daemon cannot load eBPF: the block-latency collector
+// says so once in the log and on /metrics, and the probes and diskstats run.
+func TestBlocklatencyOffWithoutPrivilege(t *testing.T) {
+	testenv.RequireRoot(t)
+	base, err := os.MkdirTemp("", "diskcanary-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o755))
+	// The test binary lives in a 0700 build directory: copy it where nobody
+	// can run it.
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	bin := filepath.Join(base, "diskcanary.test")
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	probeDir := filepath.Join(base, "probe")
+	require.NoError(t, os.Mkdir(probeDir, 0o700))
+	require.NoError(t, os.Chown(probeDir, 65534, 65534))
+	cfg := filepath.Join(base, "diskcanary.yml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, interval: 50ms, ops: 5, min_free: 1B}
+smart:
+  enabled: false
+`, probeDir)), 0o644))
+
+	addr := testenv.FreeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Dir = base
+	cmd.Env = append(os.Environ(), asMainEnv+"="+strings.Join([]string{"serve", "--config.file", cfg, "--web.listen-address", addr}, "\x1f"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	daemon := testenv.StartCmd(t, cmd)
+	daemon.WaitListening(t, addr, 10*time.Second)
+	body := waitMetrics(t, func() string { _, b, _ := get("http://" + addr + "/metrics"); return b }, "the collector off and the probe running",
+		"diskcanary_blocklatency_available 0\n",
+		`diskcanary_blocklatency_unavailable_info{reason="permission"} 1`,
+		`diskcanary_collector_success{collector="blocklatency"} 1`,
+		`diskcanary_collector_success{collector="diskstats"} 1`,
+		`diskcanary_probe_success{probe="wal"} 1`)
+	require.NotContains(t, body, "diskcanary_disk_request_duration_seconds")
+	require.Contains(t, body, "diskcanary_disk_reads_completed_total{", "diskstats runs")
+
+	log, err := os.ReadFile(daemon.Log)
+	require.NoError(t, err)
+	var lines []string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "blocklatency") {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 1, "one log line about the collector:\n%s", log)
+	require.Contains(t, lines[0], "blocklatency collector off: loading eBPF needs root or CAP_BPF and CAP_PERFMON")
+	require.Contains(t, lines[0], "reason=permission")
+}
+
+// As root, a probe on a loop-device filesystem finds its device's own
+// request histograms on /metrics, flushes included (the probe's
+// fdatasyncs); --no-collector.blocklatency turns the collector off without
+// a trace.
+func TestBlocklatencyDeviceHistogramBesideTheProbe(t *testing.T) {
+	mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	name := filepath.Base(dev)
+	for _, on := range []bool{true, false} {
+		cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
+		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, interval: 50ms, ops: 5, segment_size: 4MiB, min_free: 1B}
+smart:
+  enabled: false
+`, filepath.Join(mnt, fmt.Sprint("probe-", on)))), 0o600))
+		addr := testenv.FreeAddr(t)
+		args := []string{"serve", "--config.file", cfg, "--web.listen-address", addr}
+		if !on {
+			args = append(args, "--no-collector.blocklatency")
+		}
+		daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, args...))
+		daemon.WaitListening(t, addr, 10*time.Second)
+		metrics := func() string { _, b, _ := get("http://" + addr + "/metrics"); return b }
+		if !on {
+			body := waitMetrics(t, metrics, "the probe", `diskcanary_probe_success{probe="wal"} 1`)
+			require.NotContains(t, body, "blocklatency")
+			require.NotContains(t, body, "diskcanary_disk_request_duration_seconds")
+			continue
+		}
+		waitMetrics(t, metrics, "the device's write and flush histograms",
+			"diskcanary_blocklatency_available 1\n",
+			`diskcanary_probe_success{probe="wal"} 1`,
+			`diskcanary_disk_request_duration_seconds_bucket{device="`+name+`",op="write",le="0.01"}`,
+			`diskcanary_disk_request_duration_seconds_bucket{device="`+name+`",op="flush",le="0.01"}`)
+	}
+}
