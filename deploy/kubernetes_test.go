@@ -318,6 +318,7 @@ func TestDaemonSet(t *testing.T) {
 	require.Empty(t, sc.Capabilities.Add)
 	require.Nil(t, sc.RunAsUser, "the pod's non-root uid applies")
 	require.Contains(t, c.Args, "--no-collector.smart", "SMART would only fail without privileges")
+	require.Contains(t, c.Args, "--no-collector.blocklatency", "eBPF would only fail without privileges")
 
 	// Requests and a memory limit; no CPU limit (throttling is measured as latency).
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
@@ -466,7 +467,8 @@ func decodeAll(t *testing.T, stream []byte) manifests {
 }
 
 // TestSmartOverlay renders deploy/kubernetes/smart and checks that it adds
-// exactly SMART's privileges to the base DaemonSet and changes nothing else.
+// exactly SMART's and the eBPF collector's privileges to the base DaemonSet
+// and changes nothing else.
 func TestSmartOverlay(t *testing.T) {
 	base := decodeAll(t, kustomize(t, baseDir))
 	require.NotNil(t, base.rule)
@@ -480,6 +482,8 @@ func TestSmartOverlay(t *testing.T) {
 	c := container(t, ds, "diskcanary")
 	require.Contains(t, c.Args, "--collector.smart")
 	require.NotContains(t, c.Args, "--no-collector.smart")
+	require.Contains(t, c.Args, "--collector.blocklatency")
+	require.NotContains(t, c.Args, "--no-collector.blocklatency")
 	// Root, because Kubernetes gives a non-root process no ambient
 	// capabilities: smartctl, a child process, would run without them.
 	require.EqualValues(t, 0, *pod.SecurityContext.RunAsUser)
@@ -487,7 +491,9 @@ func TestSmartOverlay(t *testing.T) {
 	// Privileged, because only that opens the device cgroup to block devices.
 	require.True(t, *c.SecurityContext.Privileged)
 	require.True(t, *c.SecurityContext.AllowPrivilegeEscalation, "the API server refuses privileged without it")
-	require.ElementsMatch(t, []corev1.Capability{"SYS_RAWIO", "SYS_ADMIN"}, c.SecurityContext.Capabilities.Add)
+	// smartctl's two, and the eBPF collector's two (which privileged implies;
+	// listed so the grant names its users).
+	require.ElementsMatch(t, []corev1.Capability{"SYS_RAWIO", "SYS_ADMIN", "BPF", "PERFMON"}, c.SecurityContext.Capabilities.Add)
 	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 	hp, vm := hostPathAt(t, ds, c, "/dev")
 	require.Equal(t, "/dev", hp.Path)
@@ -500,6 +506,7 @@ func TestSmartOverlay(t *testing.T) {
 	uc := &up.Containers[slices.IndexFunc(up.Containers, func(c corev1.Container) bool { return c.Name == "diskcanary" })]
 	uc.SecurityContext = container(t, base.daemonSet, "diskcanary").SecurityContext
 	uc.Args[slices.Index(uc.Args, "--collector.smart")] = "--no-collector.smart"
+	uc.Args[slices.Index(uc.Args, "--collector.blocklatency")] = "--no-collector.blocklatency"
 	uc.VolumeMounts = slices.DeleteFunc(uc.VolumeMounts, func(v corev1.VolumeMount) bool { return v.MountPath == "/dev" })
 	up.Volumes = slices.DeleteFunc(up.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
 	require.Equal(t, base.daemonSet, undone)

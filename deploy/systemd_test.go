@@ -56,8 +56,9 @@ func (u unit) one(t *testing.T, key string) string {
 	return v[0]
 }
 
-// The capabilities SMART needs, and not one more.
-var smartCaps = []string{"CAP_SYS_RAWIO", "CAP_SYS_ADMIN"}
+// The capabilities SMART and the eBPF block-latency collector need, and not
+// one more.
+var unitCaps = []string{"CAP_SYS_RAWIO", "CAP_SYS_ADMIN", "CAP_BPF", "CAP_PERFMON"}
 
 func TestSystemdUnit(t *testing.T) {
 	data, err := os.ReadFile(unitFile)
@@ -75,10 +76,11 @@ func TestSystemdUnit(t *testing.T) {
 	require.NotEmpty(t, probeDirs, "ExecStart names its probe directories")
 
 	// Not root; SMART's two capabilities, ambient so smartctl inherits them,
-	// and a bounding set that holds nothing else.
+	// the block-latency collector's two, and a bounding set that holds
+	// nothing else.
 	require.NotContains(t, []string{"", "root", "0"}, u.one(t, "User"))
-	require.ElementsMatch(t, smartCaps, strings.Fields(u.one(t, "AmbientCapabilities")))
-	require.ElementsMatch(t, smartCaps, strings.Fields(u.one(t, "CapabilityBoundingSet")))
+	require.ElementsMatch(t, unitCaps, strings.Fields(u.one(t, "AmbientCapabilities")))
+	require.ElementsMatch(t, unitCaps, strings.Fields(u.one(t, "CapabilityBoundingSet")))
 	require.Equal(t, "yes", u.one(t, "NoNewPrivileges"))
 
 	// Writes only in the probe directories.
@@ -323,6 +325,7 @@ exec %[2]s --reuid=65534 --regid=65534 --groups=6 --inh-caps=%[3]s --ambient-cap
 	require.Regexp(t, insideOK, body, "a probe in ReadWritePaths works")
 	require.Regexp(t, outsideRO, body, "a probe outside ReadWritePaths gets EROFS")
 	require.Contains(t, body, "diskcanary_build_info{")
+	require.Contains(t, body, "diskcanary_blocklatency_available 1\n", "the unit's grant is enough for the eBPF collector")
 
 	// The daemon's credentials: strace's child, named diskcanary.
 	pid := childNamed(t, cmd.Process.Pid, "diskcanary")
@@ -333,7 +336,7 @@ exec %[2]s --reuid=65534 --regid=65534 --groups=6 --inh-caps=%[3]s --ambient-cap
 		require.NotNil(t, m, name)
 		return strings.TrimSpace(string(m[1]))
 	}
-	const want = "0000000000220000" // bits 17 (CAP_SYS_RAWIO) and 21 (CAP_SYS_ADMIN)
+	const want = "000000c000220000" // bits 17 (CAP_SYS_RAWIO), 21 (CAP_SYS_ADMIN), 38 (CAP_PERFMON), 39 (CAP_BPF)
 	for _, f := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
 		require.Equal(t, want, field(f), f)
 	}
