@@ -225,4 +225,9 @@ func TestBlocklatencyCountsEveryRequestOfAFastDevice(t *testing.T) {
 	require.Equal(t, after["discard"]-before["discard"], discard.GetSampleCount())
 	require.Equal(t, uint64(1), discard.GetSampleCount(), "1 MiB is one discard request")
 	require.Nil(t, requestHist(t, p, name, "flush"), "O_DIRECT without O_SYNC sends no flush")
+
+	// A scrape that arrives after shutdown detached the program is empty,
+	// not a failure.
+	require.NoError(t, p.tracer.Close())
+	require.Nil(t, requestHist(t, p, name, "write"))
 }

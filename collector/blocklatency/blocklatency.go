@@ -151,9 +151,10 @@ type Tracer struct {
 	objs  blocklatencyObjects
 	links []link.Link
 
-	mu sync.Mutex // concurrent scrapes share value
+	mu sync.Mutex // concurrent scrapes share value; Close waits for a Read
 	// value is reused by Read: one kernel value is 1.8 KiB.
-	value blocklatencyHist
+	value  blocklatencyHist
+	closed bool
 }
 
 // Open loads the program, checks it against this build's slot edges, and
@@ -208,10 +209,14 @@ func classify(err error) error {
 }
 
 // Read calls fn with every histogram the kernel holds. h is only valid
-// during the call.
+// during the call. After Close (the daemon shutting down while a scrape
+// comes in) there are none.
 func (t *Tracer) Read(fn func(k Key, h Hist)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
 	var key blocklatencyHistKey
 	it := t.objs.Hists.Iterate()
 	for it.Next(&key, &t.value) {
@@ -242,6 +247,11 @@ func (t *Tracer) Seed(k Key, h Hist) error {
 // Forget drops a device's histograms (it is gone; a new device with the
 // same numbers starts from zero).
 func (t *Tracer) Forget(major, minor uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
 	for op := range Ops {
 		_ = t.objs.Hists.Delete(blocklatencyHistKey{Major: major, Minor: minor, Op: uint32(op)})
 	}
@@ -249,6 +259,12 @@ func (t *Tracer) Forget(major, minor uint32) {
 
 // Close detaches the program and frees its maps.
 func (t *Tracer) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
 	var errs []error
 	for _, l := range t.links {
 		errs = append(errs, l.Close())
