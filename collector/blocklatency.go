@@ -19,6 +19,9 @@ var (
 		[]string{"device", "op"}, nil)
 	blocklatencyAvailableDesc = prometheus.NewDesc(namespace+"_blocklatency_available",
 		"Whether the eBPF block-latency collector is running (0: see diskcanary_blocklatency_unavailable_info).", nil, nil)
+	blocklatencyDroppedDesc = prometheus.NewDesc(namespace+"_blocklatency_dropped_requests_total",
+		"Block requests the eBPF collector could not time: in_flight_full (more requests in flight than its map holds, 16384) or devices_full (more than 256 disks).",
+		[]string{"reason"}, nil)
 	blocklatencyUnavailableDesc = prometheus.NewDesc(namespace+"_blocklatency_unavailable_info",
 		"Why the eBPF block-latency collector is off: permission (needs root or CAP_BPF and CAP_PERFMON), no_btf (kernel without CONFIG_DEBUG_INFO_BTF) or unsupported (the kernel refused the program; Linux 5.15+ needed); always 1.",
 		[]string{"reason"}, nil)
@@ -82,10 +85,16 @@ func (p *blocklatencyPart) Update(ch chan<- prometheus.Metric) error {
 		return nil
 	}
 	ch <- prometheus.MustNewConstMetric(blocklatencyAvailableDesc, prometheus.GaugeValue, 1)
+	dropped, err := p.tracer.Dropped()
+	if err != nil {
+		return err
+	}
+	ch <- prometheus.MustNewConstMetric(blocklatencyDroppedDesc, prometheus.CounterValue, float64(dropped.InFlight), "in_flight_full")
+	ch <- prometheus.MustNewConstMetric(blocklatencyDroppedDesc, prometheus.CounterValue, float64(dropped.Devices), "devices_full")
 	type dev struct{ major, minor uint32 }
 	names := map[dev]string{}
 	var gone []dev
-	err := p.tracer.Read(func(k blocklatency.Key, h blocklatency.Hist) {
+	err = p.tracer.Read(func(k blocklatency.Key, h blocklatency.Hist) {
 		d := dev{k.Major, k.Minor}
 		name, ok := names[d]
 		if !ok {

@@ -54,6 +54,7 @@ smart:
 		`diskcanary_collector_success{collector="diskstats"} 1`,
 		`diskcanary_probe_success{probe="wal"} 1`)
 	require.NotContains(t, body, "diskcanary_disk_request_duration_seconds")
+	require.NotContains(t, body, "diskcanary_blocklatency_dropped_requests_total")
 	require.Contains(t, body, "diskcanary_disk_reads_completed_total{", "diskstats runs")
 
 	log, err := os.ReadFile(daemon.Log)
@@ -102,6 +103,8 @@ smart:
 			"diskcanary_blocklatency_available 1\n",
 			`diskcanary_probe_success{probe="wal"} 1`,
 			`diskcanary_disk_request_duration_seconds_bucket{device="`+name+`",op="write",le="0.01"}`,
-			`diskcanary_disk_request_duration_seconds_bucket{device="`+name+`",op="flush",le="0.01"}`)
+			`diskcanary_disk_request_duration_seconds_bucket{device="`+name+`",op="flush",le="0.01"}`,
+			`diskcanary_blocklatency_dropped_requests_total{reason="in_flight_full"} 0`+"\n",
+			`diskcanary_blocklatency_dropped_requests_total{reason="devices_full"} 0`+"\n")
 	}
 }

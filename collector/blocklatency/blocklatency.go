@@ -160,10 +160,20 @@ type Tracer struct {
 // Open loads the program, checks it against this build's slot edges, and
 // attaches it to the two block tracepoints. BTF-typed tracepoints (tp_btf)
 // attach through the bpf syscall alone: tracefs need not be mounted.
-func Open() (*Tracer, error) {
+func Open() (*Tracer, error) { return open(0, 0) }
+
+// open is Open with the in-flight and histogram maps cut to maxInFlight and
+// maxHists entries (0: as built), so a test can fill them.
+func open(maxInFlight, maxHists uint32) (*Tracer, error) {
 	spec, err := loadSpec()
 	if err != nil {
 		return nil, &UnavailableError{ReasonUnsupported, err}
+	}
+	if maxInFlight > 0 {
+		spec.Maps["start"].MaxEntries = maxInFlight
+	}
+	if maxHists > 0 {
+		spec.Maps["hists"].MaxEntries = maxHists
 	}
 	if _, err := btf.LoadKernelSpec(); err != nil {
 		return nil, &UnavailableError{ReasonNoBTF, err}
@@ -229,6 +239,36 @@ func (t *Tracer) Read(fn func(k Key, h Hist)) error {
 		return fmt.Errorf("blocklatency: read histograms: %w", err)
 	}
 	return nil
+}
+
+// Dropped are the requests the program could not time, by reason (the
+// label values of diskcanary_blocklatency_dropped_requests_total).
+type Dropped struct {
+	// InFlight: issued while the in-flight map was full (16,384 requests).
+	InFlight uint64
+	// Devices: completed on a disk that found the histogram map full
+	// (256 disks x 4 operations).
+	Devices uint64
+}
+
+// Dropped sums the per-CPU drop counters.
+func (t *Tracer) Dropped() (Dropped, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var d Dropped
+	if t.closed {
+		return d, nil
+	}
+	var perCPU []uint64
+	for i, into := range []*uint64{&d.InFlight, &d.Devices} {
+		if err := t.objs.Dropped.Lookup(uint32(i), &perCPU); err != nil {
+			return d, fmt.Errorf("blocklatency: read drop counters: %w", err)
+		}
+		for _, n := range perCPU {
+			*into += n
+		}
+	}
+	return d, nil
 }
 
 // Seed stores a histogram as if the kernel had counted it, so a benchmark

@@ -30,6 +30,7 @@ type blocklatencyHistKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	blocklatencyMapDropped          = "dropped"
 	blocklatencyMapHists            = "hists"
 	blocklatencyMapStart            = "start"
 	blocklatencyProgBlockRqComplete = "block_rq_complete"
@@ -87,8 +88,9 @@ type blocklatencyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type blocklatencyMapSpecs struct {
-	Hists *ebpf.MapSpec `ebpf:"hists"`
-	Start *ebpf.MapSpec `ebpf:"start"`
+	Dropped *ebpf.MapSpec `ebpf:"dropped"`
+	Hists   *ebpf.MapSpec `ebpf:"hists"`
+	Start   *ebpf.MapSpec `ebpf:"start"`
 }
 
 // blocklatencyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -118,12 +120,14 @@ func (o *blocklatencyObjects) Close() error {
 //
 // It can be passed to loadBlocklatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type blocklatencyMaps struct {
-	Hists *ebpf.Map `ebpf:"hists"`
-	Start *ebpf.Map `ebpf:"start"`
+	Dropped *ebpf.Map `ebpf:"dropped"`
+	Hists   *ebpf.Map `ebpf:"hists"`
+	Start   *ebpf.Map `ebpf:"start"`
 }
 
 func (m *blocklatencyMaps) Close() error {
 	return _BlocklatencyClose(
+		m.Dropped,
 		m.Hists,
 		m.Start,
 	)

@@ -25,8 +25,9 @@ typedef __u32 __wsum;
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-// From include/uapi/linux/bpf.h: the two map types and the update flag used.
+// From include/uapi/linux/bpf.h: the map types and the update flag used.
 #define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_NOEXIST 1
 
 struct gendisk {
@@ -110,6 +111,27 @@ struct {
 	__type(value, struct hist);
 } hists SEC(".maps");
 
+// Requests the program could not time, so that no loss is silent:
+// DROP_IN_FLIGHT when start was full at issue (more requests in flight than
+// it holds), DROP_DEVICES when hists was full at completion (more than 256
+// disks). Per CPU: no atomic on the I/O path. Keep in step with
+// blocklatency.go.
+#define DROP_IN_FLIGHT 0
+#define DROP_DEVICES 1
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} dropped SEC(".maps");
+
+static __always_inline void drop(__u32 why)
+{
+	__u64 *n = bpf_map_lookup_elem(&dropped, &why);
+	if (n)
+		*n += 1;
+}
+
 static const struct hist zero;
 
 SEC("tp_btf/block_rq_issue")
@@ -119,7 +141,8 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 	__u64 now = bpf_ktime_get_ns();
 
 	// A requeued request is issued again: the later issue wins.
-	bpf_map_update_elem(&start, &key, &now, 0);
+	if (bpf_map_update_elem(&start, &key, &now, 0))
+		drop(DROP_IN_FLIGHT);
 	return 0;
 }
 
@@ -188,8 +211,10 @@ int BPF_PROG(block_rq_complete, struct request *rq, int error, unsigned int nr_b
 	if (!h) {
 		bpf_map_update_elem(&hists, &hk, &zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(&hists, &hk);
-		if (!h)
-			return 0; // map full: more than 256 devices
+		if (!h) {
+			drop(DROP_DEVICES);
+			return 0;
+		}
 	}
 	__u32 s = slot_of(delta);
 	if (s < NR_SLOTS)
