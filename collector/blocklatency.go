@@ -50,10 +50,8 @@ func newBlocklatencyPart(o Options) (Part, error) {
 	if err != nil {
 		return nil, err
 	}
+	// SysFS comes from --path.sysfs (default /sys); no second default here.
 	p := &blocklatencyPart{sysfs: o.Config.SysFS, include: include, exclude: exclude}
-	if p.sysfs == "" {
-		p.sysfs = "/sys"
-	}
 	t, err := blocklatency.Open()
 	if err != nil {
 		p.reason = blocklatency.ReasonUnsupported

@@ -5,14 +5,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
 // Run as nobody, the daemon cannot load eBPF: the block-latency collector
@@ -107,4 +110,51 @@ smart:
 			`diskcanary_blocklatency_dropped_requests_total{reason="in_flight_full"} 0`+"\n",
 			`diskcanary_blocklatency_dropped_requests_total{reason="devices_full"} 0`+"\n")
 	}
+}
+
+// A real Prometheus (native histograms on) scrapes the daemon while a
+// loop device on the FUSE test filesystem answers each read after 20 ms:
+// the native histogram it stores puts the median at or above the native
+// bucket boundary below 20 ms, 2^(-46/8) s = 18.58 ms.
+func TestBlocklatencyNativeHistogramInPrometheus(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.PrometheusBin(t)
+	m := testfs.Start(t, "", "--read-delay", "20ms")
+	img := filepath.Join(m.Dir, "disk.img")
+	require.NoError(t, os.WriteFile(img, nil, 0o600))
+	require.NoError(t, os.Truncate(img, 64<<20))
+	dev := testenv.LoopDevice(t, img, "--direct-io=on")
+	name := filepath.Base(dev)
+
+	addr := testenv.FreeAddr(t)
+	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--web.listen-address", addr,
+		"--no-collector.probes", "--no-collector.smart"))
+	daemon.WaitListening(t, addr, 10*time.Second)
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	require.NoError(t, err)
+	defer unix.Munmap(buf)
+	const n = 10
+	for i := range n {
+		_, err := unix.Pread(fd, buf, int64(i)<<20)
+		require.NoError(t, err)
+	}
+
+	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: diskcanary
+    static_configs: [{targets: [%q]}]
+`, addr), "--enable-feature=native-histograms")
+	sel := fmt.Sprintf(`diskcanary_disk_request_duration_seconds{device=%q,op="read"}`, name)
+	prom.WaitQuery(t, "histogram_count("+sel+") >= "+strconv.Itoa(n), 30*time.Second, func(s []testenv.Sample) bool { return len(s) == 1 })
+	p50 := prom.Query(t, "histogram_quantile(0.5, "+sel+")")
+	require.Len(t, p50, 1)
+	v, err := strconv.ParseFloat(p50[0].Value[1].(string), 64)
+	require.NoError(t, err)
+	t.Logf("%s read p50 from Prometheus' native histogram: %.2f ms", name, 1e3*v)
+	require.GreaterOrEqual(t, v, 0.01858, "p50 at or above the injected 20 ms, to native-bucket precision")
+	require.Less(t, v, 0.1, "a 20 ms device")
 }
