@@ -21,7 +21,7 @@ func readyProbe(tb testing.TB, c config.Probe) *probe {
 	p := e.probes[0]
 	require.NoError(tb, p.open())
 	tb.Cleanup(p.teardown)
-	_, err := p.kind.prepare(p.fl)
+	_, err := p.kind.prepare(p.fl, &p.stop)
 	require.NoError(tb, err)
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -46,8 +47,18 @@ type CheckOptions struct {
 	KeepWorkingSet bool
 	MinFree        int64
 	// Timeout gives up on a run (a hung disk) after this long; 0 = never.
-	Timeout       time.Duration
-	ProcFS, SysFS string
+	Timeout time.Duration
+	// MaxP99 is the pass threshold for the p99: the run stops as soon as
+	// it can no longer pass. 0 runs every sample.
+	MaxP99 time.Duration
+	// AllowUnsafeFS measures a filesystem that does not tell the truth
+	// about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS), and randread
+	// without O_DIRECT, instead of refusing to.
+	AllowUnsafeFS bool
+	// StallThreshold is how long an op may be in flight before it is
+	// called hung; 0 is the daemon's default.
+	StallThreshold time.Duration
+	ProcFS, SysFS  string
 }
 
 // probeConfig is the daemon's probe config for a check profile, defaults
@@ -80,12 +91,20 @@ func (o CheckOptions) probeConfig() (config.Probe, error) {
 	return c, nil
 }
 
-// CheckResult is what a check measured.
+// CheckResult is what a check measured. Check returns one even with an
+// error, so a run that could not finish still reports what it took.
 type CheckResult struct {
 	Profile    string
 	Path       string
 	Device     string
 	Filesystem string
+	// Planned is the number of timed ops asked for; fewer were taken when
+	// Partial.
+	Planned int
+	Partial bool
+	// Exceeded: more ops than the p99 allows of Planned were over MaxP99,
+	// so the p99 could not pass any more and the run stopped there.
+	Exceeded bool
 	// Latencies are the timed ops (fdatasync for etcd, read for randread), sorted.
 	Latencies []time.Duration
 	// Gap is the pause between WAL ops; nil for randread.
@@ -93,26 +112,112 @@ type CheckResult struct {
 	// Writes are the etcd profiles' pwrite latencies, sorted.
 	Writes   []time.Duration
 	Warnings []string
+	// Untrusted says why these latencies do not describe a disk (a
+	// filesystem that lies about durability, a flush that reaches no
+	// device, reads from the page cache); empty when they do.
+	Untrusted string
 	// WorkingSetFile is the randread file, if kept.
 	WorkingSetFile string
 }
 
+// sampleRecorder keeps check's samples in slices sized for the whole run,
+// so recording never allocates. It also judges each sample as it comes:
+// once more samples are over the threshold than the p99 allows of the
+// planned total, no later sample can bring the p99 back under it, and
+// waiting for them would keep a slow disk (60 ms per fdatasync) busy for
+// ten minutes to say what is certain after six seconds.
 type sampleRecorder struct {
+	// Sized once and never resliced: Check reads them while the runner
+	// may still be writing, so only the elements below taken are shared.
 	writes, syncs, reads []time.Duration
+	n                    int // the runner's own count
+	// taken is n, published after each sample, so Check can read the
+	// samples so far while a hung op keeps the runner from returning.
+	taken atomic.Int64
+
+	threshold time.Duration // 0: never stop early
+	allowed   int           // samples over the threshold the p99 can absorb
+	over      int
+	exceeded  bool
+	stop      *atomic.Bool
+}
+
+func newSampleRecorder(planned int, threshold time.Duration, stop *atomic.Bool) *sampleRecorder {
+	return &sampleRecorder{
+		syncs:  make([]time.Duration, planned),
+		writes: make([]time.Duration, planned),
+		reads:  make([]time.Duration, planned),
+		// The p99 is the nearest-rank ceil(0.99·N)th sample (Percentile):
+		// it stays under the threshold while at most N - ceil(0.99·N) are over.
+		threshold: threshold, allowed: planned - (99*planned+99)/100, stop: stop,
+	}
+}
+
+func (r *sampleRecorder) judge(d time.Duration) {
+	if r.threshold > 0 && d > r.threshold {
+		r.over++
+		if r.over > r.allowed && !r.exceeded {
+			r.exceeded = true
+			r.stop.Store(true)
+		}
+	}
+	r.n++
+	r.taken.Store(int64(r.n))
 }
 
 func (r *sampleRecorder) recordWAL(w, s time.Duration) {
-	r.writes = append(r.writes, w)
-	r.syncs = append(r.syncs, s)
+	if r.n < len(r.syncs) {
+		r.writes[r.n], r.syncs[r.n] = w, s
+		r.judge(s)
+	}
 }
 
-func (r *sampleRecorder) recordRead(d time.Duration) { r.reads = append(r.reads, d) }
+func (r *sampleRecorder) recordRead(d time.Duration) {
+	if r.n < len(r.reads) {
+		r.reads[r.n] = d
+		r.judge(d)
+	}
+}
 
-// ErrTimeout is returned when a check runs past CheckOptions.Timeout.
-var ErrTimeout = errors.New("timed out")
+// samples copies the first n samples out, sorted; kind is the probe kind.
+func (r *sampleRecorder) samples(kind string, n int) (judged, writes []time.Duration) {
+	if kind == config.KindRandRead {
+		return sortedCopy(r.reads[:n]), nil
+	}
+	return sortedCopy(r.syncs[:n]), sortedCopy(r.writes[:n])
+}
 
-// Check runs one profile. If ctx ends or the timeout passes first, it
-// returns at once with an error, even when an I/O is stuck in the kernel.
+func sortedCopy(d []time.Duration) []time.Duration {
+	c := slices.Clone(d)
+	slices.Sort(c)
+	return c
+}
+
+// Percentile is the nearest-rank percentile of sorted samples, fio's rule.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// Reasons a check ended before its planned samples.
+var (
+	// ErrTimeout is returned when a check runs past CheckOptions.Timeout.
+	ErrTimeout = errors.New("timed out")
+	// ErrInterrupted is returned when the context ends first (a signal).
+	ErrInterrupted = errors.New("interrupted")
+	// ErrUntrusted is returned when nothing was measured because the
+	// filesystem is memory (tmpfs, ramfs): there is no disk behind it.
+	ErrUntrusted = errors.New("no disk to measure")
+)
+
+// Check runs one profile. If ctx ends or the timeout passes first, it stops
+// the run between two ops and returns the samples taken with ErrInterrupted
+// or ErrTimeout, its probe files removed; an op stuck in the kernel longer
+// than the stall threshold is not waited for (the error says so, and which
+// file it holds).
 //
 // The timeout is a timerfd read by a blocked goroutine, not a Go timer: any
 // pending Go runtime timer adds tens of microseconds to every blocking
@@ -125,20 +230,25 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	if o.SysFS == "" {
 		o.SysFS = "/sys"
 	}
+	if o.StallThreshold <= 0 {
+		o.StallThreshold = config.DefaultStallThreshold
+	}
 	fl := newInflight()
 	stop := new(atomic.Bool)
-	type outcome struct {
-		res *CheckResult
-		err error
-	}
-	done := make(chan outcome, 1)
+	rec := newSampleRecorder(o.Samples, o.MaxP99, stop)
+	// started carries what runCheck knows before its first I/O that can
+	// hang, for a result built without it.
+	started := make(chan checkStart, 1)
+	done := make(chan checkOutcome, 1)
 	go func() {
-		res, err := runCheck(o, fl, stop)
-		done <- outcome{res, err}
+		res, err := runCheck(o, rec, fl, stop, started)
+		done <- checkOutcome{res, err}
 	}()
 	expired, cancelTimer, err := timerfdAfter(o.Timeout)
 	if err != nil {
-		return nil, err
+		stop.Store(true)
+		out := <-done
+		return out.res, err
 	}
 	defer cancelTimer()
 	var cause error
@@ -146,15 +256,82 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	case out := <-done:
 		return out.res, out.err
 	case <-ctx.Done():
-		cause = ctx.Err()
+		cause = ErrInterrupted
 	case <-expired:
 		cause = ErrTimeout
 	}
 	stop.Store(true)
-	if age := fl.age(); age > 0 {
-		return nil, fmt.Errorf("%w: an I/O on %s has been in flight for %v (hung disk?)", cause, o.Dir, age.Round(time.Millisecond))
+	stopped := time.Now()
+	// A working disk ends the op in flight within milliseconds; only one
+	// in flight past the stall threshold (the daemon's, config) is hung.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case out := <-done:
+			res, err := out.res, out.err
+			if errors.Is(err, errInterrupted) {
+				err = fmt.Errorf("%w after %d of %d samples", cause, len(res.Latencies), o.Samples)
+			}
+			return res, err
+		case <-tick.C:
+		}
+		age := fl.age()
+		if age <= o.StallThreshold && time.Since(stopped) <= o.StallThreshold {
+			continue
+		}
+		var st checkStart
+		select {
+		case st = <-started:
+		default:
+			st.res = &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples, Partial: true}
+		}
+		res := st.res
+		n := int(rec.taken.Load())
+		res.Latencies, res.Writes = rec.samples(st.kind, n)
+		stuck := fmt.Sprintf("an I/O on %s has been in flight for %v (hung disk?)", o.Dir, age.Round(time.Millisecond))
+		if age <= o.StallThreshold {
+			stuck = fmt.Sprintf("the run did not stop within %v", o.StallThreshold)
+		}
+		return res, fmt.Errorf("%w after %d of %d samples: %s%s", cause, n, o.Samples, stuck, st.removeStuck())
 	}
-	return nil, cause
+}
+
+type checkOutcome struct {
+	res *CheckResult
+	err error
+}
+
+// checkStart is a run's result before its first timed op, and its probe
+// file.
+type checkStart struct {
+	res  *CheckResult
+	kind string
+	dir  *probeDir
+	file string // removed at the end; "" when kept
+}
+
+// removeStuck tries to remove the probe file a hung op still holds. The
+// unlink itself may wait on the hung op (FUSE holds the inode lock through
+// fsync), so it gets a second; the kernel finishes it if the disk answers.
+func (st checkStart) removeStuck() string {
+	if st.dir == nil || st.file == "" {
+		return ""
+	}
+	path := filepath.Join(st.dir.path, st.file)
+	done := make(chan error, 1)
+	go func() { done <- st.dir.remove(st.file) }()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return fmt.Sprintf("; removed %s", path)
+		}
+		return fmt.Sprintf("; could not remove %s: %v", path, err)
+	case <-t.C:
+		return fmt.Sprintf("; %s cannot be removed while that I/O is stuck: remove it once the disk answers", path)
+	}
 }
 
 // timerfdAfter returns a channel closed after d (never, if d <= 0), backed
@@ -190,7 +367,7 @@ func timerfdAfter(d time.Duration) (<-chan struct{}, func(), error) {
 	return ch, cancel, nil
 }
 
-func runCheck(o CheckOptions, fl *inflight, stop *atomic.Bool) (*CheckResult, error) {
+func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
 	// No garbage collection during the measurement: the timed loops do
 	// not allocate, and a stop-the-world must never wait on a raw syscall
 	// (timedio.go). A raw syscall also holds its P, so keep a second P for
@@ -199,58 +376,76 @@ func runCheck(o CheckOptions, fl *inflight, stop *atomic.Bool) (*CheckResult, er
 	if runtime.GOMAXPROCS(0) < 2 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	}
+	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples}
 	c, err := o.probeConfig()
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	s, err := openDirSite(o.Dir, o.ProcFS, o.SysFS, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	defer s.close()
-	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Device: s.target.Device, Filesystem: s.target.FSType}
+	res.Device, res.Filesystem = s.target.Device, s.target.FSType
 	if s.target.Path != "" {
 		res.Path = s.target.Path
 	}
 	if w := s.dir.fsWarning(); w != "" {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: this filesystem does not measure a disk", w))
+		res.Untrusted = fmt.Sprintf("%s: this filesystem does not tell the truth about a disk", w)
+		res.Warnings = append(res.Warnings, res.Untrusted)
+		// Memory has no latency to fail on either: without the opt-in,
+		// the answer is known before the first op.
+		if w == "tmpfs" && !o.AllowUnsafeFS {
+			return res, fmt.Errorf("%s is %s (memory): %w", o.Dir, w, ErrUntrusted)
+		}
 	}
 	file := filePrefix + c.Name + "-" + fileSuffix(c)
 	k := kinds[c.Kind](c, file)
 	defer k.close()
 	if err := k.open(s); err != nil {
-		return nil, err
+		return res, err
 	}
+	remove := file
 	if r, ok := k.(*readProbe); ok {
 		if r.odirectRefused {
-			return nil, fmt.Errorf("%s: %w", o.Dir, errNoODirect)
+			if !o.AllowUnsafeFS {
+				return res, fmt.Errorf("%s: %w", o.Dir, errNoODirect)
+			}
+			r.buffered = true
+			res.Untrusted = "O_DIRECT refused: the reads come from the page cache, not the disk"
+			res.Warnings = append(res.Warnings, res.Untrusted)
 		}
 		if o.KeepWorkingSet {
 			res.WorkingSetFile = filepath.Join(s.dir.path, file)
+			remove = ""
 		} else {
 			defer s.dir.remove(file)
 		}
 	}
-	if _, err := k.prepare(fl); err != nil {
-		return nil, err
-	}
-	rec := &sampleRecorder{
-		syncs:  make([]time.Duration, 0, o.Samples),
-		writes: make([]time.Duration, 0, o.Samples),
-		reads:  make([]time.Duration, 0, o.Samples),
+	st := *res
+	st.Warnings = slices.Clone(res.Warnings)
+	started <- checkStart{res: &st, kind: c.Kind, dir: s.dir, file: remove}
+	if _, err := k.prepare(fl, stop); err != nil {
+		res.Partial = true
+		return res, err
 	}
 	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: true}, c.Ops)
-	if err != nil {
-		return nil, err
-	}
-	res.Latencies, res.Writes, res.Gap = rec.syncs, rec.writes, c.Gap
+	res.Latencies, res.Writes = rec.samples(c.Kind, int(rec.taken.Load()))
+	res.Gap = c.Gap
 	if c.Kind == config.KindRandRead {
-		res.Latencies, res.Gap = rec.reads, nil
+		res.Gap = nil
 	}
-	slices.Sort(res.Latencies)
-	slices.Sort(res.Writes)
+	res.Partial = len(res.Latencies) < o.Samples
+	if rec.exceeded {
+		res.Exceeded = true
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
 	if out.flushLies {
-		res.Warnings = append(res.Warnings, "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)")
+		res.Untrusted = "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)"
+		res.Warnings = append(res.Warnings, res.Untrusted)
 	}
 	return res, nil
 }

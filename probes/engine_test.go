@@ -218,7 +218,7 @@ func TestReadsetRejectsSparseAndForeignFiles(t *testing.T) {
 	require.NoError(t, err)
 	defer d.close()
 	const size = 1 << 20
-	n, err := d.writeReadset("rs", size, newInflight())
+	n, err := d.writeReadset("rs", size, newInflight(), nil)
 	require.NoError(t, err)
 	require.EqualValues(t, size, n)
 	require.True(t, d.readsetValid("rs", size))

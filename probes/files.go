@@ -449,7 +449,7 @@ func (d *probeDir) readsetValid(name string, size int64) bool {
 // data, fdatasyncs it and renames it into place. It returns the bytes written.
 // A symlink, FIFO or other non-file at name is refused rather than renamed
 // over: it was planted, and the operator should see it.
-func (d *probeDir) writeReadset(name string, size int64, fl *inflight) (int64, error) {
+func (d *probeDir) writeReadset(name string, size int64, fl *inflight, stop *atomic.Bool) (int64, error) {
 	if err := d.checkName(name); err != nil {
 		return 0, err
 	}
@@ -478,6 +478,9 @@ func (d *probeDir) writeReadset(name string, size int64, fl *inflight) (int64, e
 	chunk := make([]byte, 1<<20)
 	var written int64
 	for off := int64(0); off < size; off += int64(len(chunk)) {
+		if stop != nil && stop.Load() {
+			return fail("write", errInterrupted)
+		}
 		b := chunk
 		if rem := size - off; rem < int64(len(b)) {
 			b = b[:rem]

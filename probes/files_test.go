@@ -50,7 +50,7 @@ func TestProbeFileNamesCannotLeaveTheDirectory(t *testing.T) {
 			require.ErrorIs(t, d.remove(name), errUnsafe, "remove %q", name)
 			require.ErrorIs(t, d.rename(name, ".diskcanary-b"), errUnsafe, "rename %q", name)
 			require.ErrorIs(t, d.rename(".diskcanary-b", name), errUnsafe, "rename to %q", name)
-			_, err = d.writeReadset(name, 8192, newInflight())
+			_, err = d.writeReadset(name, 8192, newInflight(), nil)
 			require.ErrorIs(t, err, errUnsafe, "writeReadset %q", name)
 			require.Equal(t, reasonUnsafe, reasonOf(err))
 		}
@@ -190,7 +190,7 @@ func TestFIFOAtProbeFileNeverBlocks(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatal("open blocked on a FIFO")
 		}
-		_, err = d.writeReadset(".diskcanary-rr-readset", 64<<10, newInflight())
+		_, err = d.writeReadset(".diskcanary-rr-readset", 64<<10, newInflight(), nil)
 		require.ErrorIs(t, err, errUnsafe)
 		fi, err := os.Lstat(fifo)
 		require.NoError(t, err)

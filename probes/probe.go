@@ -19,8 +19,9 @@ import (
 // daemon's loop and check drive the same probers.
 type prober interface {
 	open(s *site) error
-	// prepare returns the bytes it wrote.
-	prepare(fl *inflight) (int64, error)
+	// prepare returns the bytes it wrote; it gives up between writes
+	// once stop is set.
+	prepare(fl *inflight, stop *atomic.Bool) (int64, error)
 	burst(r *runner, ops int) (burstResult, error)
 	close()
 }
@@ -152,7 +153,7 @@ func (p *probe) cycle() error {
 		var written int64
 		err := atNormalPriority(p.tid, p.raised, func() error {
 			var err error
-			written, err = p.kind.prepare(p.fl)
+			written, err = p.kind.prepare(p.fl, &p.stop)
 			return err
 		})
 		p.m.written.WithLabelValues(p.cfg.Name).Add(float64(written))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,8 @@ type readProbe struct {
 	// odirectRefused: the directory's filesystem refuses O_DIRECT, so
 	// reads there would come from the page cache.
 	odirectRefused bool
+	// buffered reads without O_DIRECT: check's explicit opt-in only.
+	buffered bool
 }
 
 func newReadProbe(c config.Probe, file string) *readProbe {
@@ -48,7 +51,7 @@ func (r *readProbe) open(s *site) error {
 
 // prepare writes the working set if it is not there yet (setup I/O, under
 // the device's gate) and opens it, or opens the block device.
-func (r *readProbe) prepare(fl *inflight) (int64, error) {
+func (r *readProbe) prepare(fl *inflight, stop *atomic.Bool) (int64, error) {
 	if r.device != "" {
 		return 0, r.useReadFD(r.s.devFD, r.s.devSize, 0)
 	}
@@ -59,13 +62,17 @@ func (r *readProbe) prepare(fl *inflight) (int64, error) {
 		}
 		r.s.log.Info("writing the read working set once (kept across restarts)", "probe", r.name,
 			"path", filepath.Join(r.s.dir.path, r.file), "bytes", r.workingSet)
-		n, err := r.s.dir.writeReadset(r.file, r.workingSet, fl)
+		n, err := r.s.dir.writeReadset(r.file, r.workingSet, fl, stop)
 		written = n
 		if err != nil {
 			return written, err
 		}
 	}
-	fd, err := r.s.dir.open(r.file, unix.O_RDONLY|unix.O_DIRECT)
+	flags := unix.O_RDONLY | unix.O_DIRECT
+	if r.buffered {
+		flags = unix.O_RDONLY
+	}
+	fd, err := r.s.dir.open(r.file, flags)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
 			return written, fmt.Errorf("%s: %w", r.s.dir.path, errNoODirect)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/procfs/blockdevice"
@@ -79,7 +80,7 @@ func (w *walProbe) open(s *site) error {
 
 // prepare lays out the segment (append) or the fully written file
 // (overwrite). It is setup I/O: it runs under the device's gate.
-func (w *walProbe) prepare(fl *inflight) (int64, error) {
+func (w *walProbe) prepare(_ *inflight, _ *atomic.Bool) (int64, error) {
 	if w.layout == config.LayoutOverwrite {
 		return w.prepareOverwrite()
 	}

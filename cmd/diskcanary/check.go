@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 
 	"github.com/diskcanary/diskcanary/internal/config"
@@ -20,17 +21,35 @@ import (
 )
 
 type checkFlags struct {
-	profile    string
-	samples    int
-	maxP99     time.Duration
-	gap        time.Duration
-	jsonOut    bool
-	blockSize  string
-	workingSet string
-	keep       bool
-	timeout    time.Duration
-	minFree    string
+	profile     string
+	samples     int
+	maxP99      time.Duration
+	gap         time.Duration
+	jsonOut     bool
+	blockSize   string
+	workingSet  string
+	keep        bool
+	timeout     time.Duration
+	minFree     string
+	allowUnsafe bool
 }
+
+// check's exit statuses besides 0 (pass) and exitUsage.
+const (
+	checkExitExceeded = 1
+	checkExitNotKnown = 2 // could not measure
+)
+
+// Verdicts, as --json spells them.
+const (
+	verdictPass     = "pass"
+	verdictFail     = "fail"
+	verdictNotKnown = "could not measure"
+)
+
+// minP99Samples is DESIGN.md rule 1: a p99 needs 1,000 samples behind it;
+// with fewer than 100 it is the maximum.
+const minP99Samples = 1000
 
 func newCheckCmd() *cobra.Command {
 	f := &checkFlags{}
@@ -50,9 +69,31 @@ which reads faster than etcd sees: an fdatasync after a gap costs more.
 The randread profile times 4 KiB O_DIRECT reads at random offsets of a
 working set pre-written with random data.
 
-Exit status: 0 pass, 1 threshold exceeded, 2 could not measure.`,
+A FAIL is reported as soon as it is certain: once more samples are over
+--max-p99 than the p99 allows of --samples (101 of 10,000), the run stops
+and prints the percentiles of the samples taken, marked partial. Ctrl-C,
+SIGTERM and --timeout stop the run the same way (exit 2), and the probe
+files are removed.
+
+A filesystem that does not tell the truth about the disk (tmpfs, overlayfs,
+FUSE, ZFS, NFS, a flush that reaches no device, O_DIRECT refused) is never
+a pass: its FAIL stands (etcd there would see that latency), its pass is
+"could not measure" unless --allow-unsafe-fs accepts it, and the output
+then says the verdict does not describe a disk.
+
+Sizes take fio's spellings: 4k, 22m, 1G (k, m, g: powers of 1024), 4KiB,
+1GiB, or 1GB (10^9).
+
+Exit status:
+  0   pass: the p99 is within --max-p99
+  1   threshold exceeded (for --profile all: any profile)
+  2   could not measure, with a one-line reason on stderr: the directory
+      cannot be used, an I/O error, interrupted, --timeout, or a
+      filesystem that does not tell the truth
+  64  usage error (unknown flag, bad value, more than one directory)`,
 		Example: `  diskcanary check /var/lib/etcd
-  diskcanary check --profile all --json /mnt/newvolume`,
+  diskcanary check --profile all --json /mnt/newvolume
+  diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
@@ -62,6 +103,7 @@ Exit status: 0 pass, 1 threshold exceeded, 2 could not measure.`,
 			return f.run(cmd, dir)
 		},
 	}
+	usageErrors(cmd)
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.profile, "profile", probes.ProfileEtcd, "etcd (paced like etcd), fio-etcd (back to back, fio's recipe), randread, or all three")
@@ -69,26 +111,40 @@ Exit status: 0 pass, 1 threshold exceeded, 2 could not measure.`,
 	fl.DurationVar(&f.maxP99, "max-p99", 10*time.Millisecond, "pass threshold for the p99 latency")
 	fl.DurationVar(&f.gap, "gap", config.DefaultWALGap, "etcd profile: pause between one op's end and the next one's start (fio's thinktime)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a machine-readable result")
-	fl.StringVar(&f.blockSize, "block-size", "", "bytes per op (default 2300 for etcd, 4096 for randread)")
-	fl.StringVar(&f.workingSet, "working-set", "1GiB", "randread working-set size (pre-written with random data)")
+	fl.StringVar(&f.blockSize, "block-size", "", "bytes per op, e.g. 2300 or 4k (default 2300 for etcd, 4k for randread)")
+	fl.StringVar(&f.workingSet, "working-set", "1GiB", "randread working-set size, e.g. 1G (pre-written with random data)")
 	fl.BoolVar(&f.keep, "keep-working-set", false, "keep the randread working set in DIR for the next run")
 	fl.StringVar(&f.minFree, "min-free", "1GiB", "refuse to run if free space would drop below this")
-	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up (exit 2) after this long, e.g. on a hung disk")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
+	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
 
-// checkJSON is the --json result, exactly as DESIGN.md specifies.
+// checkJSON is the --json result: DESIGN.md's keys, then what a script
+// needs to trust it.
 type checkJSON struct {
-	Profile    string `json:"profile"`
-	Path       string `json:"path"`
-	Device     string `json:"device"`
-	Filesystem string `json:"filesystem"`
-	Samples    int    `json:"samples"`
+	Version        string `json:"version"`
+	StartTime      string `json:"start_time"`
+	Profile        string `json:"profile"`
+	Path           string `json:"path"`
+	Device         string `json:"device"`
+	Filesystem     string `json:"filesystem"`
+	Samples        int    `json:"samples"`
+	PlannedSamples int    `json:"planned_samples"`
+	Partial        bool   `json:"partial"`
 	// GapSeconds is the pause between WAL ops (etcd profiles only).
-	GapSeconds       *float64    `json:"gap_seconds,omitempty"`
-	LatencySeconds   latencyJSON `json:"latency_seconds"`
-	ThresholdSeconds float64     `json:"threshold_seconds"`
-	Pass             bool        `json:"pass"`
+	GapSeconds     *float64    `json:"gap_seconds,omitempty"`
+	LatencySeconds latencyJSON `json:"latency_seconds"`
+	// WriteLatencySeconds is the WAL profiles' pwrite, not judged.
+	WriteLatencySeconds *latencyJSON `json:"write_latency_seconds,omitempty"`
+	ThresholdSeconds    float64      `json:"threshold_seconds"`
+	Pass                bool         `json:"pass"`
+	Verdict             string       `json:"verdict"`
+	Reason              string       `json:"reason,omitempty"`
+	// Trusted is false on a filesystem that does not tell the truth about
+	// the disk (then Warnings says why).
+	Trusted  bool     `json:"trusted"`
+	Warnings []string `json:"warnings"`
 }
 
 type latencyJSON struct {
@@ -101,38 +157,54 @@ type latencyJSON struct {
 	Mean float64 `json:"mean"`
 }
 
-func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
-	var profiles []string
+// usage checks the flags and returns the profiles to run and the sizes.
+func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs int64, err error) {
 	switch f.profile {
 	case probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead:
 		profiles = []string{f.profile}
 	case "all":
 		profiles = []string{probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead}
 	default:
-		return &exitError{2, fmt.Errorf("--profile %q: want etcd, fio-etcd, randread or all", f.profile)}
+		return nil, 0, 0, 0, fmt.Errorf("--profile %q: want etcd, fio-etcd, randread or all", f.profile)
 	}
 	if f.gap < 0 {
-		return &exitError{2, fmt.Errorf("--gap %v: must not be negative", f.gap)}
+		return nil, 0, 0, 0, fmt.Errorf("--gap %v: must not be negative", f.gap)
 	}
 	if f.samples < 1 {
-		return &exitError{2, fmt.Errorf("--samples must be positive")}
+		return nil, 0, 0, 0, fmt.Errorf("--samples must be positive")
 	}
-	ws, err := config.ParseByteSize(f.workingSet)
-	if err != nil {
-		return &exitError{2, fmt.Errorf("--working-set: %w", err)}
+	if f.maxP99 <= 0 {
+		return nil, 0, 0, 0, fmt.Errorf("--max-p99 %v: must be positive", f.maxP99)
 	}
-	minFree, err := config.ParseByteSize(f.minFree)
+	if ws, err = config.ParseByteSize(f.workingSet); err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("--working-set: %w", err)
+	}
+	if minFree, err = config.ParseByteSize(f.minFree); err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("--min-free: %w", err)
+	}
+	if f.blockSize != "" {
+		b, err := config.ParseByteSize(f.blockSize)
+		if err != nil || b <= 0 {
+			return nil, 0, 0, 0, fmt.Errorf("--block-size %q: want a positive size, e.g. 2300 or 4k", f.blockSize)
+		}
+		bs = int64(b)
+	}
+	return profiles, ws, minFree, bs, nil
+}
+
+func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
+	profiles, ws, minFree, blockSize, err := f.usage()
 	if err != nil {
-		return &exitError{2, fmt.Errorf("--min-free: %w", err)}
+		return &exitError{exitUsage, err}
 	}
 	// The same confinement as the daemon: never inside an etcd member tree,
 	// never loose at the root of a filesystem that holds other data.
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return &exitError{2, err}
+		return &exitError{checkExitNotKnown, err}
 	}
 	if err := config.CheckProbeDir(abs); err != nil {
-		return &exitError{2, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
+		return &exitError{checkExitNotKnown, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
 	}
 	dir = abs
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -140,36 +212,38 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 
 	out := cmd.OutOrStdout()
 	var results []checkJSON
-	failed := false
+	var failed, notKnown []string
 	for _, profile := range profiles {
-		bs := int64(config.DefaultWALBlockSize)
-		if profile == probes.ProfileRandRead {
-			bs = config.DefaultReadBlockSize
-		}
-		if f.blockSize != "" {
-			b, err := config.ParseByteSize(f.blockSize)
-			if err != nil || b <= 0 {
-				return &exitError{2, fmt.Errorf("--block-size %q: want a positive size", f.blockSize)}
+		bs := blockSize
+		if bs == 0 {
+			bs = int64(config.DefaultWALBlockSize)
+			if profile == probes.ProfileRandRead {
+				bs = config.DefaultReadBlockSize
 			}
-			bs = int64(b)
 		}
+		start := time.Now()
 		res, err := probes.Check(ctx, probes.CheckOptions{
 			Dir: dir, Profile: profile, Samples: f.samples, BlockSize: bs, Gap: &f.gap,
 			WorkingSet: int64(ws), KeepWorkingSet: f.keep, MinFree: int64(minFree), Timeout: f.timeout,
+			MaxP99: f.maxP99, AllowUnsafeFS: f.allowUnsafe,
 		})
-		if err != nil {
-			if errors.Is(err, probes.ErrTimeout) {
-				err = fmt.Errorf("gave up after --timeout %v: %w", f.timeout, err)
-			}
-			return &exitError{2, fmt.Errorf("could not measure %s on %s: %w", profile, dir, err)}
+		if errors.Is(err, probes.ErrTimeout) {
+			err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 		}
-		j := summarize(res, f.maxP99)
-		if !j.Pass {
-			failed = true
-		}
+		j := f.summarize(res, err, start)
 		results = append(results, j)
-		if !f.jsonOut {
+		if !f.jsonOut && j.Samples > 0 {
 			printTable(out, res, j, bs)
+		}
+		switch j.Verdict {
+		case verdictFail:
+			failed = append(failed, profile)
+		case verdictNotKnown:
+			notKnown = append(notKnown, fmt.Sprintf("could not measure %s on %s: %s", profile, dir, j.Reason))
+		}
+		// A signal or the timeout ends the whole run, not just this profile.
+		if errors.Is(err, probes.ErrInterrupted) || errors.Is(err, probes.ErrTimeout) {
+			break
 		}
 	}
 	if f.jsonOut {
@@ -180,51 +254,90 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			v = results[0]
 		}
 		if err := enc.Encode(v); err != nil {
-			return &exitError{2, err}
+			return &exitError{checkExitNotKnown, err}
 		}
 	}
-	if failed {
-		return &exitError{1, errors.New("p99 latency over the threshold")}
+	// A FAIL is certain, so it outranks a profile that could not be measured.
+	if len(failed) > 0 {
+		return &exitError{checkExitExceeded, fmt.Errorf("%s: p99 latency over the threshold", strings.Join(failed, ", "))}
+	}
+	if len(notKnown) > 0 {
+		return &exitError{checkExitNotKnown, errors.New(strings.Join(notKnown, "; "))}
 	}
 	return nil
 }
 
-func summarize(r *probes.CheckResult, threshold time.Duration) checkJSON {
+// summarize judges a run: res is what it measured, err why it ended early.
+func (f *checkFlags) summarize(r *probes.CheckResult, err error, start time.Time) checkJSON {
 	l := r.Latencies
-	var sum time.Duration
-	for _, d := range l {
-		sum += d
+	j := checkJSON{
+		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339),
+		Profile: r.Profile, Path: r.Path, Device: r.Device, Filesystem: r.Filesystem,
+		Samples: len(l), PlannedSamples: r.Planned, Partial: r.Partial || len(l) < r.Planned,
+		LatencySeconds: latencyOf(l), ThresholdSeconds: f.maxP99.Seconds(),
+		Trusted: r.Untrusted == "", Warnings: append([]string{}, r.Warnings...),
 	}
-	j := checkJSON{Profile: r.Profile, Path: r.Path, Device: r.Device, Filesystem: r.Filesystem,
-		Samples: len(l), ThresholdSeconds: threshold.Seconds()}
 	if r.Gap != nil {
 		g := r.Gap.Seconds()
 		j.GapSeconds = &g
 	}
-	if len(l) > 0 {
-		j.LatencySeconds = latencyJSON{
-			Min: l[0].Seconds(), P50: percentile(l, 50).Seconds(), P90: percentile(l, 90).Seconds(),
-			P99: percentile(l, 99).Seconds(), P999: percentile(l, 99.9).Seconds(),
-			Max: l[len(l)-1].Seconds(), Mean: (sum / time.Duration(len(l))).Seconds(),
-		}
-		j.Pass = percentile(l, 99) <= threshold
+	if r.Profile != probes.ProfileRandRead {
+		w := latencyOf(r.Writes)
+		j.WriteLatencySeconds = &w
 	}
+	if r.Planned < minP99Samples {
+		j.Warnings = append(j.Warnings, fmt.Sprintf("%d samples are too few for a p99 (it needs %d; below 100 the p99 is the maximum): use --samples %d or more", r.Planned, minP99Samples, minP99Samples))
+	}
+	p99 := probes.Percentile(l, 99)
+	switch {
+	case r.Exceeded:
+		j.Verdict = verdictFail
+		if j.Partial {
+			j.Reason = fmt.Sprintf("stopped after %d of %d samples: %d were over %s, more than the p99 allows (%d), so it cannot pass",
+				len(l), r.Planned, countOver(l, f.maxP99), fmtDur(f.maxP99), r.Planned-(99*r.Planned+99)/100)
+		}
+	case err != nil:
+		j.Verdict, j.Reason = verdictNotKnown, err.Error()
+	case len(l) == 0:
+		j.Verdict, j.Reason = verdictNotKnown, "no samples"
+	case p99 > f.maxP99:
+		j.Verdict = verdictFail
+	case r.Untrusted != "" && !f.allowUnsafe:
+		j.Verdict, j.Reason = verdictNotKnown, r.Untrusted+" (--allow-unsafe-fs to judge it anyway)"
+	default:
+		j.Verdict = verdictPass
+		if r.Untrusted != "" {
+			j.Warnings = append(j.Warnings, "accepted with --allow-unsafe-fs: this pass does not describe a disk")
+		}
+	}
+	j.Pass = j.Verdict == verdictPass
 	return j
 }
 
-// percentile is the nearest-rank percentile of sorted samples.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
+func countOver(l []time.Duration, threshold time.Duration) int {
+	n := 0
+	for _, d := range l {
+		if d > threshold {
+			n++
+		}
 	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	if rank < 1 {
-		rank = 1
+	return n
+}
+
+// latencyOf summarises sorted samples (zeros when there are none).
+func latencyOf(l []time.Duration) latencyJSON {
+	if len(l) == 0 {
+		return latencyJSON{}
 	}
-	if rank > len(sorted) {
-		rank = len(sorted)
+	var sum time.Duration
+	for _, d := range l {
+		sum += d
 	}
-	return sorted[rank-1]
+	return latencyJSON{
+		Min: l[0].Seconds(), P50: probes.Percentile(l, 50).Seconds(), P90: probes.Percentile(l, 90).Seconds(),
+		P99: probes.Percentile(l, 99).Seconds(), P999: probes.Percentile(l, 99.9).Seconds(),
+		Max: l[len(l)-1].Seconds(), Mean: (sum / time.Duration(len(l))).Seconds(),
+	}
 }
 
 // printTable prints a fio-like report.
@@ -234,45 +347,55 @@ func printTable(w io.Writer, r *probes.CheckResult, j checkJSON, bs int64) {
 		where += " on " + r.Device
 	}
 	fmt.Fprintf(w, "diskcanary check: %s profile, %s (%s)\n", r.Profile, r.Path, where)
+	count := strconv.Itoa(j.Samples)
+	if j.Partial {
+		count = fmt.Sprintf("%d of %d planned (partial)", j.Samples, j.PlannedSamples)
+	}
 	op := "fdatasync"
 	if r.Gap != nil {
 		pace := "back to back (fio's etcd recipe: faster than etcd sees)"
 		if *r.Gap > 0 {
 			pace = fmt.Sprintf("%v between ops (etcd's appends come with gaps)", *r.Gap)
 		}
-		fmt.Fprintf(w, "  %d sequential %d-byte appends into a preallocated segment, fdatasync after each, %s\n", j.Samples, bs, pace)
+		fmt.Fprintf(w, "  %s sequential %d-byte appends into a preallocated segment, fdatasync after each, %s\n", count, bs, pace)
 		if len(r.Writes) > 0 {
 			fmt.Fprintf(w, "  write (not judged): p50=%s p99=%s max=%s\n",
-				fmtDur(percentile(r.Writes, 50)), fmtDur(percentile(r.Writes, 99)), fmtDur(r.Writes[len(r.Writes)-1]))
+				fmtDur(probes.Percentile(r.Writes, 50)), fmtDur(probes.Percentile(r.Writes, 99)), fmtDur(r.Writes[len(r.Writes)-1]))
 		}
 	} else {
 		op = "read"
-		fmt.Fprintf(w, "  %d random %d-byte O_DIRECT reads over a pre-written working set\n", j.Samples, bs)
+		fmt.Fprintf(w, "  %s random %d-byte O_DIRECT reads over a pre-written working set\n", count, bs)
 	}
 	fmt.Fprintf(w, "  %s percentiles (usec):\n", op)
 	pcts := []float64{1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99}
 	for i := 0; i < len(pcts); i += 4 {
 		var cells []string
 		for _, p := range pcts[i:min(i+4, len(pcts))] {
-			cells = append(cells, fmt.Sprintf("%5.2fth=[%6d]", p, percentile(r.Latencies, p).Microseconds()))
+			cells = append(cells, fmt.Sprintf("%5.2fth=[%6d]", p, probes.Percentile(r.Latencies, p).Microseconds()))
 		}
 		fmt.Fprintf(w, "     | %s\n", strings.Join(cells, ", "))
 	}
 	l := j.LatencySeconds
 	fmt.Fprintf(w, "  %s: min=%s p50=%s p90=%s p99=%s p99.9=%s max=%s mean=%s\n", op,
 		fmtSec(l.Min), fmtSec(l.P50), fmtSec(l.P90), fmtSec(l.P99), fmtSec(l.P999), fmtSec(l.Max), fmtSec(l.Mean))
-	for _, warn := range r.Warnings {
+	for _, warn := range j.Warnings {
 		fmt.Fprintf(w, "  WARNING: %s\n", warn)
 	}
 	if r.WorkingSetFile != "" {
 		fmt.Fprintf(w, "  working set kept: %s\n", r.WorkingSetFile)
 	}
-	verdict := "PASS"
-	cmp := "<="
-	if !j.Pass {
-		verdict, cmp = "FAIL", ">"
+	switch j.Verdict {
+	case verdictPass:
+		fmt.Fprintf(w, "  PASS: %s p99 %s <= %s\n\n", op, fmtSec(l.P99), fmtSec(j.ThresholdSeconds))
+	case verdictFail:
+		fmt.Fprintf(w, "  FAIL: %s p99 %s > %s", op, fmtSec(l.P99), fmtSec(j.ThresholdSeconds))
+		if j.Reason != "" {
+			fmt.Fprintf(w, " (partial: %s)", j.Reason)
+		}
+		fmt.Fprint(w, "\n\n")
+	default:
+		fmt.Fprintf(w, "  COULD NOT MEASURE: %s\n\n", j.Reason)
 	}
-	fmt.Fprintf(w, "  %s: %s p99 %s %s %s\n\n", verdict, op, fmtSec(l.P99), cmp, fmtSec(j.ThresholdSeconds))
 }
 
 func fmtSec(s float64) string { return fmtDur(time.Duration(s * 1e9)) }

@@ -11,8 +11,29 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// exitError carries a process exit code out of a command (check: 1 = over
-// threshold, 2 = could not measure).
+// exitUsage is every command's exit status for a usage error (unknown flag,
+// bad value, wrong arguments): sysexits.h's EX_USAGE, apart from every
+// verdict and from cobra's default 1, which for check and smart would read
+// as "the disk is bad".
+const exitUsage = 64
+
+// usageErrors makes cmd's flag and argument errors exit with exitUsage.
+func usageErrors(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{exitUsage, err}
+	})
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return &exitError{exitUsage, err}
+			}
+			return nil
+		}
+	}
+}
+
+// exitError carries a process exit code out of a command (check: 1 =
+// threshold exceeded, 2 = could not measure, exitUsage).
 type exitError struct {
 	code int
 	err  error

@@ -40,9 +40,6 @@ const (
 	smartExitFailing  = 1 // as check's 1: the verdict is bad
 	smartExitUnknown  = 2 // as check's 2: could not measure
 	smartExitDegraded = 3
-	// smartExitUsage is sysexits.h's EX_USAGE: apart from every verdict,
-	// and from cobra's default 1 (which here would read as "failing").
-	smartExitUsage = 64
 )
 
 // smartExitCode maps a severity to its exit status.
@@ -96,14 +93,12 @@ cannot be read may be the one that is dying, so it outranks a degraded one.`,
   diskcanary smart -v; case $? in 1) page;; 2) recheck;; 3) ticket;; esac`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(cmd); err != nil {
-				return &exitError{smartExitUsage, err}
+				return &exitError{exitUsage, err}
 			}
 			return f.run(cmd, args)
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{smartExitUsage, err}
-	})
+	usageErrors(cmd)
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringSliceVar(&f.fromJSON, "from-json", nil, "read saved smartctl --json output from these files instead of running smartctl (repeatable; remaining arguments are files too)")

@@ -397,8 +397,9 @@ func showSize(b ByteSize) string {
 // and exponent; no sign, hex, NaN or Inf, which ParseFloat would take.
 var sizeNumber = regexp.MustCompile(`^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
-// ParseByteSize parses "2300", "4KiB", "1.5GB". It refuses what an int64
-// cannot hold, quoting the text as given: a size is never wrapped negative.
+// ParseByteSize parses "2300", "4KiB", "1.5GB", and fio's "4k", "1G". It
+// refuses what an int64 cannot hold, quoting the text as given: a size is
+// never wrapped negative.
 func ParseByteSize(s string) (ByteSize, error) {
 	num := strings.TrimSpace(s)
 	mult := int64(1)
@@ -410,7 +411,7 @@ func ParseByteSize(s string) (ByteSize, error) {
 		}
 	}
 	if !sizeNumber.MatchString(num) {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 4096, 4KiB, 1GiB, 1.5GB)", s)
+		return 0, fmt.Errorf("invalid size %q (want e.g. 4096, 4k, 4KiB, 1G, 1GiB, 1.5GB)", s)
 	}
 	tooLarge := fmt.Errorf("size %q is too large (the limit is 8EiB)", s)
 	if i, err := strconv.ParseInt(num, 10, 64); err == nil {

@@ -403,6 +403,10 @@ var byteUnits = []struct {
 }{
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"PiB", 1 << 50}, {"EiB", 1 << 60},
 	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15}, {"EB", 1e18}, {"B", 1},
+	// fio's spellings (its default kb_base=1024): 4k, 22m, 1G. No bare e
+	// for exa: 1e3 is a number.
+	{"k", 1 << 10}, {"K", 1 << 10}, {"m", 1 << 20}, {"M", 1 << 20}, {"g", 1 << 30}, {"G", 1 << 30},
+	{"t", 1 << 40}, {"T", 1 << 40}, {"p", 1 << 50}, {"P", 1 << 50},
 }
 
 // UnmarshalYAML accepts a plain number of bytes or a number with a unit.

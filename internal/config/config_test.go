@@ -105,12 +105,14 @@ func TestDefaultProbes(t *testing.T) {
 }
 
 func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]int64{"2300": 2300, "4KiB": 4096, "1GiB": 1 << 30, "1.5GB": 1_500_000_000, "512 MiB": 512 << 20} {
+	for in, want := range map[string]int64{"2300": 2300, "4KiB": 4096, "1GiB": 1 << 30, "1.5GB": 1_500_000_000, "512 MiB": 512 << 20,
+		// fio's spellings: k, m, g are powers of 1024.
+		"4k": 4096, "4K": 4096, "22m": 22 << 20, "1G": 1 << 30, "1g": 1 << 30, "2T": 2 << 40, "1.5k": 1536, "1e3": 1000} {
 		got, err := ParseByteSize(in)
 		require.NoError(t, err, in)
 		require.EqualValues(t, want, got, in)
 	}
-	for _, bad := range []string{"", "x", "-1", "1ZB", "NaN", "Inf", "+Inf", "-0", "0x10", "1e", "1..5"} {
+	for _, bad := range []string{"", "x", "-1", "1ZB", "NaN", "Inf", "+Inf", "-0", "0x10", "1e", "1..5", "4kk", "k", "1x"} {
 		_, err := ParseByteSize(bad)
 		require.ErrorContains(t, err, `invalid size "`+bad+`"`)
 	}
@@ -172,4 +174,14 @@ func TestDefaultProbesNamesAreValid(t *testing.T) {
 	c.setDefaults()
 	c.Probes.Targets = ps
 	require.NoError(t, c.Validate())
+}
+
+// The config file takes the sizes check's flags take, fio's among them.
+func TestConfigSizesTakeFioSpellings(t *testing.T) {
+	c, err := Parse([]byte("probes:\n  targets:\n    - name: rr\n      kind: randread\n      dir: /var/lib/canary\n      block_size: 4k\n      working_set: 1G\n      min_free: 22m\n"))
+	require.NoError(t, err)
+	p := c.Probes.Targets[0]
+	require.EqualValues(t, 4096, p.BlockSize)
+	require.EqualValues(t, 1<<30, p.WorkingSet)
+	require.EqualValues(t, 22<<20, p.MinFree)
 }
