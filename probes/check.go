@@ -396,7 +396,7 @@ func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bo
 		// Memory has no latency to fail on either: without the opt-in,
 		// the answer is known before the first op.
 		if w == "tmpfs" && !o.AllowUnsafeFS {
-			return res, fmt.Errorf("%s is %s (memory): %w", o.Dir, w, ErrUntrusted)
+			return res, fmt.Errorf("%s is %s (memory): %w (--allow-unsafe-fs to run it anyway)", o.Dir, w, ErrUntrusted)
 		}
 	}
 	file := filePrefix + c.Name + "-" + fileSuffix(c)
@@ -444,8 +444,11 @@ func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bo
 		return res, err
 	}
 	if out.flushLies {
-		res.Untrusted = "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)"
-		res.Warnings = append(res.Warnings, res.Untrusted)
+		lie := "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)"
+		res.Warnings = append(res.Warnings, lie)
+		if res.Untrusted == "" {
+			res.Untrusted = lie
+		}
 	}
 	return res, nil
 }

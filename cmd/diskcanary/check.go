@@ -94,7 +94,12 @@ Exit status:
 		Example: `  diskcanary check /var/lib/etcd
   diskcanary check --profile all --json /mnt/newvolume
   diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return fmt.Errorf("check takes one directory, got %d: %q", len(args), args)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/prometheus/common/version"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,18 +45,32 @@ func TestCheckJSONContract(t *testing.T) {
 	for k := range got {
 		keys = append(keys, k)
 	}
-	require.ElementsMatch(t, []string{"profile", "path", "device", "filesystem", "samples", "gap_seconds", "latency_seconds", "threshold_seconds", "pass"}, keys)
+	require.ElementsMatch(t, []string{"profile", "path", "device", "filesystem", "samples", "gap_seconds", "latency_seconds", "threshold_seconds", "pass",
+		"version", "start_time", "planned_samples", "partial", "write_latency_seconds", "verdict", "trusted", "warnings"}, keys,
+		"DESIGN.md's keys, then the ones a script needs (reason is omitted when empty)")
 	require.Equal(t, "etcd", got["profile"])
 	require.Equal(t, 0.01, got["gap_seconds"], "paced like etcd by default")
 	require.EqualValues(t, 300, got["samples"])
+	require.EqualValues(t, 300, got["planned_samples"])
+	require.Equal(t, false, got["partial"])
 	require.Equal(t, true, got["pass"])
-	lat := got["latency_seconds"].(map[string]any)
-	require.Len(t, lat, 7)
-	order := []string{"min", "p50", "p90", "p99", "p99_9", "max"}
-	for i := 1; i < len(order); i++ {
-		require.LessOrEqual(t, lat[order[i-1]].(float64), lat[order[i]].(float64), "%s <= %s", order[i-1], order[i])
+	require.Equal(t, "pass", got["verdict"])
+	require.Equal(t, true, got["trusted"], "ext4 on a block device")
+	require.Equal(t, version.Version, got["version"])
+	require.NotEmpty(t, got["version"])
+	started, err := time.Parse(time.RFC3339, got["start_time"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), started, time.Minute)
+	require.Equal(t, []any{"300 samples are too few for a p99 (it needs 1000; below 100 the p99 is the maximum): use --samples 1000 or more"}, got["warnings"])
+	for _, key := range []string{"latency_seconds", "write_latency_seconds"} {
+		lat := got[key].(map[string]any)
+		require.Len(t, lat, 7)
+		order := []string{"min", "p50", "p90", "p99", "p99_9", "max"}
+		for i := 1; i < len(order); i++ {
+			require.LessOrEqual(t, lat[order[i-1]].(float64), lat[order[i]].(float64), "%s: %s <= %s", key, order[i-1], order[i])
+		}
+		require.Greater(t, lat["min"].(float64), 0.0)
 	}
-	require.Greater(t, lat["min"].(float64), 0.0)
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries, "the check file is deleted")
 }
@@ -72,24 +89,82 @@ func TestCheckAllProfilesIsAnArray(t *testing.T) {
 	require.Equal(t, 0.0, got[1]["gap_seconds"], "fio's recipe: back to back")
 	require.Equal(t, "randread", got[2]["profile"])
 	require.NotContains(t, got[2], "gap_seconds")
+	require.NotContains(t, got[2], "write_latency_seconds", "randread writes nothing timed")
+	require.Contains(t, got[0], "write_latency_seconds")
 	require.EqualValues(t, 200, got[2]["samples"])
+	for _, g := range got {
+		require.Equal(t, "pass", g["verdict"])
+		require.Len(t, g["warnings"], 1, "too few samples for a p99")
+	}
+}
+
+// A judged percentile needs 1,000 samples behind it (DESIGN.md rule 1):
+// fewer is a warning in the table and the JSON; 1,000 is none.
+func TestCheckWarnsOfTooFewSamples(t *testing.T) {
+	dir := t.TempDir()
+	out, code, err := runCLI(t, "check", dir, "--profile", "fio-etcd", "--samples", "50", "--min-free", "0", "--max-p99", "10s")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "  WARNING: 50 samples are too few for a p99 (it needs 1000; below 100 the p99 is the maximum): use --samples 1000 or more\n")
+	out, code, err = runCLI(t, "check", dir, "--profile", "fio-etcd", "--samples", "1000", "--min-free", "0", "--max-p99", "10s", "--json")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	var got checkJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	require.Equal(t, 1000, got.Samples)
+	require.Equal(t, []string{}, got.Warnings, "warnings is an array even when empty")
+	require.Contains(t, out, `"warnings": []`)
+}
+
+// fio users type 4k and 1G: check takes fio's spellings (k, m, g are
+// powers of 1024, as fio's default kb_base).
+func TestCheckTakesFioSizes(t *testing.T) {
+	dir := t.TempDir()
+	out, code, err := runCLI(t, "check", dir, "--profile", "randread", "--block-size", "4k", "--working-set", "4m", "--samples", "100", "--min-free", "0", "--max-p99", "10s")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "100 random 4096-byte O_DIRECT reads")
+	// 1G and 1GiB parse (the free-space floor is what refuses the run,
+	// before anything is written).
+	for _, ws := range []string{"1G", "1GiB", "1g"} {
+		_, code, err = runCLI(t, "check", dir, "--profile", "randread", "--working-set", ws, "--samples", "10", "--min-free", "1000TB")
+		require.Equal(t, 2, code, ws)
+		require.ErrorContains(t, err, "min_free", ws)
+	}
+	_, code, err = runCLI(t, "check", dir, "--block-size", "22m", "--samples", "10", "--min-free", "1000TB")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "min_free")
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries)
 }
 
 func TestCheckExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	// 1: over the threshold (no disk syncs in a nanosecond).
+	// With 100 samples the p99 allows 1 over the threshold: the second
+	// makes the FAIL certain, and the run stops there.
 	out, code, _ := runCLI(t, "check", dir, "--samples", "100", "--min-free", "0", "--max-p99", "1ns")
 	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "  2 of 100 planned (partial) sequential 2300-byte appends")
 	require.Contains(t, out, "FAIL: fdatasync p99")
+	require.Contains(t, out, "(partial: stopped after 2 of 100 samples: 2 were over 0.0µs, more than the p99 allows (1), so it cannot pass)\n")
 	// 2: could not measure, with a one-line reason.
 	_, code, err := runCLI(t, "check", filepath.Join(dir, "no", "such", "dir"), "--samples", "10")
 	require.Equal(t, 2, code)
 	require.Contains(t, err.Error(), "could not measure etcd")
 	require.Contains(t, err.Error(), "no such file or directory")
 	require.NotContains(t, err.Error(), "\n")
-	_, code, err = runCLI(t, "check", dir, "--profile", "nope")
-	require.Equal(t, 2, code)
-	require.Contains(t, err.Error(), "--profile")
+	// 64: usage errors, cobra's own among them, before anything runs.
+	for _, args := range [][]string{
+		{"--profile", "nope"}, {"--max-p99", "10"}, {"--max-p99", "0s"}, {"--bogus"}, {"--samples", "x"}, {"--samples", "0"},
+		{"--block-size", "4x"}, {"--working-set", "lots"}, {"--gap", "-1ms"}, {dir},
+	} {
+		_, code, err = runCLI(t, append([]string{"check", dir}, args...)...)
+		require.Equal(t, 64, code, "%q: %v", args, err)
+	}
+	_, code, err = runCLI(t, "check", dir, dir)
+	require.Equal(t, 64, code)
+	require.EqualError(t, err, fmt.Sprintf("check takes one directory, got 2: [%q %q]", dir, dir))
 	_, code, err = runCLI(t, "check", dir, "--samples", "10", "--min-free", "1000TB")
 	require.Equal(t, 2, code)
 	require.Contains(t, err.Error(), "min_free")

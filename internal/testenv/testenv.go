@@ -26,6 +26,23 @@ func RequireRoot(tb testing.TB) {
 	}
 }
 
+// Tmpfs mounts a fresh 64 MiB tmpfs (a filesystem that is memory: its
+// fdatasync returns at once) and unmounts it at cleanup.
+func Tmpfs(tb testing.TB) string {
+	tb.Helper()
+	RequireRoot(tb)
+	dir := tb.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		tb.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	tb.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			tb.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
 // LoopFS makes a filesystem of fstype (ext4, xfs, btrfs) on a fresh loop
 // device backed by a size-byte file, mounts it, and undoes it all at
 // cleanup. ext4 is made with lazy init off, so no kernel thread keeps
