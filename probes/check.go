@@ -409,7 +409,7 @@ func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bo
 	if r, ok := k.(*readProbe); ok {
 		if r.odirectRefused {
 			if !o.AllowUnsafeFS {
-				return res, fmt.Errorf("%s: %w", o.Dir, errNoODirect)
+				return res, fmt.Errorf("%s: %w (--allow-unsafe-fs to time page-cache reads anyway)", o.Dir, errNoODirect)
 			}
 			r.buffered = true
 			res.Untrusted = "O_DIRECT refused: the reads come from the page cache, not the disk"

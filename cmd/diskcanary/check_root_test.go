@@ -2,10 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,4 +92,204 @@ func TestCheckOnHungDiskExits2(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 2, ee.ExitCode(), "could not measure")
+}
+
+// checkRun is one finished check process.
+type checkRun struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// runCheckBinary runs check in a new process, sends sig after signalAfter
+// (none when 0), and waits at most limit for it to exit.
+func runCheckBinary(t *testing.T, limit time.Duration, sig syscall.Signal, signalAfter time.Duration, args ...string) checkRun {
+	t.Helper()
+	cmd := diskcanaryCmd(t, nil, append([]string{"check"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if signalAfter > 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("check exited before the signal (%v): %s%s", err, stdout.String(), stderr.String())
+		case <-time.After(signalAfter):
+		}
+		require.NoError(t, cmd.Process.Signal(sig))
+		start = time.Now()
+	}
+	select {
+	case <-done:
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("check still running after %v: %s%s", limit, stdout.String(), stderr.String())
+	}
+	return checkRun{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), time.Since(start)}
+}
+
+func decodeCheck(t *testing.T, out string) checkJSON {
+	t.Helper()
+	var j checkJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), "check output: %s", out)
+	return j
+}
+
+func probeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// tmpfs is memory: no disk behind it to judge. Without the opt-in, check
+// says so at once (exit 2, one line, the JSON with the reason); with
+// --allow-unsafe-fs it runs, and the output says the pass describes no disk.
+func TestCheckOnTmpfsIsNeverAPass(t *testing.T) {
+	dir := testenv.Tmpfs(t)
+	for _, profile := range []string{"etcd", "fio-etcd", "randread"} {
+		r := runCheckBinary(t, 30*time.Second, 0, 0, dir, "--profile", profile, "--samples", "200", "--working-set", "4m", "--min-free", "0", "--json")
+		require.Equal(t, 2, r.code, "%s: %s", profile, r.stderr)
+		require.Equal(t, fmt.Sprintf("diskcanary: could not measure %s on %s: %s is tmpfs (memory): no disk to measure (--allow-unsafe-fs to run it anyway)\n", profile, dir, dir), r.stderr)
+		j := decodeCheck(t, r.stdout)
+		require.Equal(t, "could not measure", j.Verdict)
+		require.False(t, j.Pass)
+		require.False(t, j.Trusted)
+		require.Equal(t, "tmpfs", j.Filesystem)
+		require.Equal(t, 0, j.Samples)
+		require.Contains(t, j.Warnings, "tmpfs: this filesystem does not tell the truth about a disk")
+		require.Empty(t, probeFiles(t, dir))
+	}
+
+	r := runCheckBinary(t, 30*time.Second, 0, 0, dir, "--profile", "all", "--samples", "200", "--working-set", "4m", "--min-free", "0", "--json")
+	require.Equal(t, 2, r.code)
+	var all []checkJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &all), r.stdout)
+	require.Len(t, all, 3)
+	for _, j := range all {
+		require.Equal(t, "could not measure", j.Verdict, j.Profile)
+	}
+
+	r = runCheckBinary(t, 60*time.Second, 0, 0, dir, "--profile", "fio-etcd", "--samples", "200", "--min-free", "0", "--allow-unsafe-fs")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	for _, want := range []string{
+		"  WARNING: tmpfs: this filesystem does not tell the truth about a disk\n",
+		"  WARNING: accepted with --allow-unsafe-fs: this pass does not describe a disk\n",
+		"  PASS: fdatasync p99 ",
+	} {
+		require.Contains(t, r.stdout, want)
+	}
+	r = runCheckBinary(t, 60*time.Second, 0, 0, dir, "--profile", "randread", "--samples", "200", "--working-set", "4m", "--min-free", "0", "--allow-unsafe-fs", "--json")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	j := decodeCheck(t, r.stdout)
+	require.Equal(t, "pass", j.Verdict)
+	require.False(t, j.Trusted)
+	require.Contains(t, j.Warnings, "accepted with --allow-unsafe-fs: this pass does not describe a disk")
+	require.Empty(t, probeFiles(t, dir), "the working set is removed")
+}
+
+// FUSE: a userspace daemon decides what fdatasync means. A fast one is
+// "could not measure" (exit 2), never a pass; O_DIRECT refused is the same
+// for randread.
+func TestCheckOnFUSEIsNeverAPass(t *testing.T) {
+	m := testfs.Start(t, "")
+	r := runCheckBinary(t, 60*time.Second, 0, 0, m.Dir, "--profile", "fio-etcd", "--samples", "200", "--min-free", "0", "--json")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("diskcanary: could not measure fio-etcd on %s: fuse: this filesystem does not tell the truth about a disk (--allow-unsafe-fs to judge it anyway)\n", m.Dir), r.stderr)
+	j := decodeCheck(t, r.stdout)
+	require.Equal(t, "could not measure", j.Verdict)
+	require.Equal(t, 200, j.Samples, "what was measured is still reported")
+	require.False(t, j.Partial)
+
+	m.Do(t, "refuse-odirect")
+	r = runCheckBinary(t, 60*time.Second, 0, 0, m.Dir, "--profile", "randread", "--samples", "200", "--working-set", "4m", "--min-free", "0")
+	require.Equal(t, 2, r.code)
+	require.Equal(t, fmt.Sprintf("diskcanary: could not measure randread on %s: %s: filesystem refuses O_DIRECT (--allow-unsafe-fs to time page-cache reads anyway)\n", m.Dir, m.Dir), r.stderr)
+	require.Empty(t, probeFiles(t, m.Dir))
+
+	r = runCheckBinary(t, 60*time.Second, 0, 0, m.Dir, "--profile", "randread", "--samples", "200", "--working-set", "4m", "--min-free", "0", "--allow-unsafe-fs", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	j = decodeCheck(t, r.stdout)
+	require.Equal(t, "pass", j.Verdict)
+	require.False(t, j.Trusted)
+	require.Contains(t, j.Warnings, "O_DIRECT refused: the reads come from the page cache, not the disk")
+	require.Empty(t, probeFiles(t, m.Dir))
+}
+
+// The issue's bar: 60 ms per fdatasync, default flags (10,000 samples,
+// --max-p99 10ms). The 101st sample over 10 ms makes the p99 certain to
+// fail, so check stops there (~101 × 70 ms with the 10 ms gap) and prints
+// the percentiles of what it took, marked partial, instead of running
+// 12 minutes into --timeout.
+func TestCheckFailsASlowDiskInSeconds(t *testing.T) {
+	testenv.SkipUnderRace(t)
+	m := testfs.Start(t, "")
+	m.Do(t, "sync-delay 60ms")
+	r := runCheckBinary(t, 60*time.Second, 0, 0, m.Dir, "--json")
+	t.Logf("exit %d after %v; stderr: %s", r.code, r.took.Round(time.Millisecond), r.stderr)
+	require.Equal(t, 1, r.code, r.stdout+r.stderr)
+	require.Less(t, r.took, 20*time.Second)
+	j := decodeCheck(t, r.stdout)
+	require.Equal(t, "fail", j.Verdict)
+	require.True(t, j.Partial)
+	require.Equal(t, 101, j.Samples)
+	require.Equal(t, 10000, j.PlannedSamples)
+	require.Equal(t, "stopped after 101 of 10000 samples: 101 were over 10.00ms, more than the p99 allows (100), so it cannot pass", j.Reason)
+	require.GreaterOrEqual(t, j.LatencySeconds.Min, 0.060)
+	require.Less(t, j.LatencySeconds.P99, 0.070)
+	require.False(t, j.Trusted, "FUSE: the FAIL stands, the warning is kept")
+	require.Equal(t, "diskcanary: etcd: p99 latency over the threshold\n", r.stderr)
+	require.Empty(t, probeFiles(t, m.Dir))
+
+	// The table says the same.
+	r = runCheckBinary(t, 60*time.Second, 0, 0, m.Dir, "--samples", "1000")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, "  11 of 1000 planned (partial) sequential 2300-byte appends")
+	require.Contains(t, r.stdout, "(partial: stopped after 11 of 1000 samples: 11 were over 10.00ms, more than the p99 allows (10), so it cannot pass)\n")
+	require.Contains(t, r.stdout, "  WARNING: fuse: this filesystem does not tell the truth about a disk\n")
+}
+
+// Ctrl-C and SIGTERM, and --timeout, stop the run between two ops: the
+// samples taken are reported (partial, exit 2, an honest reason: no "hung"
+// of a 50 ms op) and the probe files are removed.
+func TestCheckInterruptedGivesPartialResults(t *testing.T) {
+	testenv.SkipUnderRace(t)
+	m := testfs.Start(t, "")
+	m.Do(t, "sync-delay 50ms")
+	m.Do(t, "read-delay 50ms")
+	for _, tc := range []struct {
+		profile string
+		sig     syscall.Signal
+	}{{"etcd", syscall.SIGINT}, {"etcd", syscall.SIGTERM}, {"fio-etcd", syscall.SIGINT}, {"randread", syscall.SIGTERM}} {
+		r := runCheckBinary(t, 10*time.Second, tc.sig, 1500*time.Millisecond, m.Dir,
+			"--profile", tc.profile, "--working-set", "8m", "--max-p99", "1s", "--min-free", "0", "--json")
+		t.Logf("%s %v: exit %d %v after the signal: %s", tc.profile, tc.sig, r.code, r.took.Round(time.Millisecond), r.stderr)
+		require.Equal(t, 2, r.code, r.stderr)
+		require.Less(t, r.took, time.Second, "the op in flight ends within 50 ms")
+		j := decodeCheck(t, r.stdout)
+		require.Equal(t, "could not measure", j.Verdict)
+		require.True(t, j.Partial)
+		require.Equal(t, 10000, j.PlannedSamples)
+		require.Greater(t, j.Samples, 5)
+		require.Less(t, j.Samples, 40)
+		require.Equal(t, fmt.Sprintf("interrupted after %d of 10000 samples", j.Samples), j.Reason)
+		require.Equal(t, fmt.Sprintf("diskcanary: could not measure %s on %s: %s\n", tc.profile, m.Dir, j.Reason), r.stderr)
+		require.GreaterOrEqual(t, j.LatencySeconds.Min, 0.050)
+		require.NotContains(t, r.stderr, "hung")
+		require.Empty(t, probeFiles(t, m.Dir), "probe files removed")
+	}
+
+	r := runCheckBinary(t, 10*time.Second, 0, 0, m.Dir, "--timeout", "1s", "--max-p99", "1s", "--min-free", "0")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stdout, " of 10000 planned (partial) sequential 2300-byte appends")
+	require.Contains(t, r.stdout, "  COULD NOT MEASURE: --timeout 1s: timed out after ")
+	require.Regexp(t, `^diskcanary: could not measure etcd on \S+: --timeout 1s: timed out after \d+ of 10000 samples\n$`, r.stderr)
+	require.Empty(t, probeFiles(t, m.Dir), "probe files removed")
 }
