@@ -293,7 +293,7 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 		if age <= o.StallThreshold {
 			stuck = fmt.Sprintf("the run did not stop within %v", o.StallThreshold)
 		}
-		return res, fmt.Errorf("%w after %d of %d samples: %s%s", cause, n, o.Samples, stuck, st.removeStuck())
+		return res, fmt.Errorf("%w after %d of %d samples: %s%s", cause, n, o.Samples, stuck, st.leftBehind())
 	}
 }
 
@@ -311,27 +311,15 @@ type checkStart struct {
 	file string // removed at the end; "" when kept
 }
 
-// removeStuck tries to remove the probe file a hung op still holds. The
-// unlink itself may wait on the hung op (FUSE holds the inode lock through
-// fsync), so it gets a second; the kernel finishes it if the disk answers.
-func (st checkStart) removeStuck() string {
+// leftBehind names the probe file a hung op still holds. Not unlinked
+// here: the unlink would wait on the hung op too (FUSE holds the inode lock
+// through fsync) while holding the directory's, so listing the directory
+// would hang for everyone until the disk answers.
+func (st checkStart) leftBehind() string {
 	if st.dir == nil || st.file == "" {
 		return ""
 	}
-	path := filepath.Join(st.dir.path, st.file)
-	done := make(chan error, 1)
-	go func() { done <- st.dir.remove(st.file) }()
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return fmt.Sprintf("; removed %s", path)
-		}
-		return fmt.Sprintf("; could not remove %s: %v", path, err)
-	case <-t.C:
-		return fmt.Sprintf("; %s cannot be removed while that I/O is stuck: remove it once the disk answers", path)
-	}
+	return fmt.Sprintf("; %s is left behind while that I/O is stuck: remove it once the disk answers", filepath.Join(st.dir.path, st.file))
 }
 
 // timerfdAfter returns a channel closed after d (never, if d <= 0), backed
