@@ -2,6 +2,7 @@ package probes
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,16 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per WAL op")
 
+	// check's recorder, which also judges each sample against the threshold.
+	check := newSampleRecorder(200, time.Millisecond, new(atomic.Bool))
+	w.run = &runner{rec: check, fl: wal.fl, stop: new(atomic.Bool), raw: true}
+	allocs = testing.AllocsPerRun(100, func() {
+		w.syncs = w.syncs[:0]
+		off, _, err = runWAL(w.fd, w.buf, off, 1, 0, w, w.run, "x")
+	})
+	require.NoError(t, err)
+	require.Zero(t, allocs, "allocations per WAL op into check's recorder")
+
 	rr := readyProbe(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: t.TempDir(), WorkingSet: 4 << 20, MinFree: 1})
 	r := rr.kind.(*readProbe)
 	warmUp(rr.obsRead)
@@ -66,6 +77,12 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per read op")
+	check = newSampleRecorder(300, time.Millisecond, new(atomic.Bool))
+	allocs = testing.AllocsPerRun(200, func() {
+		_, err = runReads(r.fd, r.buf, r.picker, 1, &runner{rec: check, fl: rr.fl, raw: true}, "x")
+	})
+	require.NoError(t, err)
+	require.Zero(t, allocs, "allocations per read op into check's recorder")
 }
 
 // BenchmarkWALOp is one sequential 2300-byte write + fdatasync as the

@@ -198,7 +198,9 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	// The epsilon keeps float error from moving an exact rank up one:
+	// 99.9/100 × 10,000 is 9990.000000000002 in float64.
+	rank := int(math.Ceil(p/100*float64(len(sorted)) - 1e-6))
 	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
