@@ -291,6 +291,7 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 		res := st.res
 		n := int(rec.taken.Load())
 		res.Latencies, res.Writes = rec.samples(st.kind, n)
+		res.Partial = n < o.Samples
 		stuck := fmt.Sprintf("an I/O on %s has been in flight for %v (hung disk?)", o.Dir, age.Round(time.Millisecond))
 		if age <= o.StallThreshold {
 			stuck = fmt.Sprintf("the run did not stop within %v", o.StallThreshold)
@@ -309,8 +310,7 @@ type checkOutcome struct {
 type checkStart struct {
 	res  *CheckResult
 	kind string
-	dir  *probeDir
-	file string // removed at the end; "" when kept
+	file string // the probe file's path, removed at the end; "" when kept
 }
 
 // leftBehind names the probe file a hung op still holds. Not unlinked
@@ -318,10 +318,10 @@ type checkStart struct {
 // through fsync) while holding the directory's, so listing the directory
 // would hang for everyone until the disk answers.
 func (st checkStart) leftBehind() string {
-	if st.dir == nil || st.file == "" {
+	if st.file == "" {
 		return ""
 	}
-	return fmt.Sprintf("; %s is left behind while that I/O is stuck: remove it once the disk answers", filepath.Join(st.dir.path, st.file))
+	return fmt.Sprintf("; %s is left behind while that I/O is stuck: remove it once the disk answers", st.file)
 }
 
 // timerfdAfter returns a channel closed after d (never, if d <= 0), backed
@@ -395,7 +395,10 @@ func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bo
 	if err := k.open(s); err != nil {
 		return res, err
 	}
-	remove := file
+	remove := filepath.Join(s.dir.path, file)
+	if c.Kind == config.KindWAL {
+		res.Gap = c.Gap
+	}
 	if r, ok := k.(*readProbe); ok {
 		if r.odirectRefused {
 			if !o.AllowUnsafeFS {
@@ -406,25 +409,20 @@ func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bo
 			res.Warnings = append(res.Warnings, res.Untrusted)
 		}
 		if o.KeepWorkingSet {
-			res.WorkingSetFile = filepath.Join(s.dir.path, file)
-			remove = ""
+			res.WorkingSetFile, remove = remove, ""
 		} else {
 			defer s.dir.remove(file)
 		}
 	}
 	st := *res
 	st.Warnings = slices.Clone(res.Warnings)
-	started <- checkStart{res: &st, kind: c.Kind, dir: s.dir, file: remove}
+	started <- checkStart{res: &st, kind: c.Kind, file: remove}
 	if _, err := k.prepare(fl, stop); err != nil {
 		res.Partial = true
 		return res, err
 	}
 	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: true}, c.Ops)
 	res.Latencies, res.Writes = rec.samples(c.Kind, int(rec.taken.Load()))
-	res.Gap = c.Gap
-	if c.Kind == config.KindRandRead {
-		res.Gap = nil
-	}
 	res.Partial = len(res.Latencies) < o.Samples
 	if rec.exceeded {
 		res.Exceeded = true
