@@ -46,6 +46,9 @@ func NewEngine(cfgs []config.Probe, procfs, sysfs string, logger *slog.Logger) *
 		e.m.success.WithLabelValues(c.Name).Set(0)
 		e.m.runs.WithLabelValues(c.Name)
 		e.m.written.WithLabelValues(c.Name)
+		for _, r := range failureReasons {
+			e.m.failures.WithLabelValues(c.Name, r)
+		}
 		if c.Kind == config.KindRandRead {
 			e.m.readBytes.WithLabelValues(c.Name)
 		}

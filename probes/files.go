@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -408,6 +409,19 @@ func (d *probeDir) fsWarning() string {
 		return ""
 	}
 	return untrustedFS[int64(s.Type)]
+}
+
+// fsWarnings is every warning fsWarning can give, sorted: the values of
+// diskcanary_probe_target_warning{warning} that a target's filesystem sets.
+func fsWarnings() []string {
+	var ws []string
+	for _, w := range untrustedFS {
+		if !slices.Contains(ws, w) {
+			ws = append(ws, w)
+		}
+	}
+	slices.Sort(ws)
+	return ws
 }
 
 // --- the read working set ---

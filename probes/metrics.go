@@ -1,6 +1,8 @@
 package probes
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -60,7 +62,7 @@ func NewMetrics() *Metrics {
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_runs_total",
 			Help: "Probe cycles run, failed or not."}, probe),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_failures_total",
-			Help: "Failed probe cycles by reason (missing, permission, read_only, no_space, low_space, io_error, odirect_unsupported, budget_exhausted, locked, unsafe_path, short_io, interrupted, other)."},
+			Help: "Failed probe cycles by reason (" + strings.Join(failureReasons, ", ") + ")."},
 			[]string{"probe", "reason"}),
 		written: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "diskcanary", Name: "probe_written_bytes_total",
 			Help: "Bytes the probe caused to be written, page-granular like the kernel's /proc/PID/io write_bytes."}, probe),
@@ -70,7 +72,7 @@ func NewMetrics() *Metrics {
 			Help: "What a probe measures: its path, the kernel block device and filesystem under it, and for a WAL probe its layout and the gap between its ops (the write rate its histogram predicts etcd's fsyncs at)."},
 			[]string{"probe", "kind", "layout", "gap_seconds", "path", "device", "fstype", "mountpoint"}),
 		warning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_target_warning",
-			Help: "1 when the probe's target cannot be trusted for this reason (tmpfs, overlayfs, fuse, zfs, nfs, odirect_refused, flush_not_reaching_device)."},
+			Help: "1 when the probe's target cannot be trusted for this reason (" + strings.Join(fsWarnings(), ", ") + ", odirect_refused, flush_not_reaching_device)."},
 			[]string{"probe", "warning"}),
 		stalled: prometheus.NewDesc("diskcanary_probe_stalled",
 			"1 while the probe has an I/O in flight for longer than its stall threshold.", probe, nil),

@@ -115,6 +115,14 @@ const (
 	reasonInterrupted = "interrupted"
 )
 
+// failureReasons is every reason reasonOf returns: the engine exports each
+// at 0 for every probe from the start, so a dashboard shows 0 rather than
+// "No data" before the first failure, and the metric's help lists them.
+var failureReasons = []string{
+	reasonMissing, reasonPermission, reasonReadOnly, reasonNoSpace, reasonLowSpace, reasonIOError,
+	reasonNoODirect, reasonBudget, reasonLocked, reasonUnsafe, reasonShortIO, reasonInterrupted, reasonOther,
+}
+
 var (
 	errLowSpace    = errors.New("free space would drop below the floor (min_free)")
 	errBudget      = errors.New("daily write budget exhausted (daily_write_budget)")

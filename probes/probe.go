@@ -239,7 +239,7 @@ func (p *probe) publishTarget() {
 	if p.site.dir == nil {
 		return
 	}
-	for _, w := range []string{"tmpfs", "overlayfs", "fuse", "zfs", "nfs"} {
+	for _, w := range fsWarnings() {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(0)
 	}
 	if w := p.site.dir.fsWarning(); w != "" {

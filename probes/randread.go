@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -60,13 +62,22 @@ func (r *readProbe) prepare(fl *inflight, stop *atomic.Bool) (int64, error) {
 		if err := r.s.dir.checkFree(r.workingSet, r.minFree); err != nil {
 			return 0, err
 		}
-		r.s.log.Info("writing the read working set once (kept across restarts)", "probe", r.name,
-			"path", filepath.Join(r.s.dir.path, r.file), "bytes", r.workingSet)
+		// The first start's one long silence (a minute or more for the
+		// default 1 GiB on a slow disk) is explained as it starts, and its
+		// end gives the sequential write rate as a first sign of the disk.
+		file := filepath.Join(r.s.dir.path, r.file)
+		r.s.log.Info(fmt.Sprintf("laying out the read working set: %s in %s", config.ByteSize(r.workingSet).Show(), r.s.dir.path),
+			"probe", r.name, "file", file, "note", "written once and kept across restarts; to remove it, stop diskcanary and delete "+file)
+		start := time.Now()
 		n, err := r.s.dir.writeReadset(r.file, r.workingSet, fl, stop)
 		written = n
 		if err != nil {
 			return written, err
 		}
+		took := time.Since(start)
+		r.s.log.Info(fmt.Sprintf("laying out the read working set: done (%s s, %.0f MB/s)",
+			strconv.FormatFloat(took.Seconds(), 'f', secondsDecimals(took), 64), float64(n)/1e6/took.Seconds()),
+			"probe", r.name, "file", file, "bytes", n)
 	}
 	flags := unix.O_RDONLY | unix.O_DIRECT
 	if r.buffered {
@@ -132,4 +143,17 @@ func openBlockDev(path string) (fd int, st unix.Stat_t, size uint64, lbs int, er
 	}
 	lbs, _ = unix.IoctlGetInt(fd, unix.BLKSSZGET)
 	return fd, st, size, lbs, nil
+}
+
+// secondsDecimals gives a duration enough decimals to read as more than 0
+// (a small working set takes milliseconds) without false precision for
+// the default's seconds.
+func secondsDecimals(d time.Duration) int {
+	switch {
+	case d >= 10*time.Second:
+		return 0
+	case d >= time.Second:
+		return 1
+	}
+	return 3
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/collector"
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/probes"
 )
 
 // serveFlags are the daemon's flags. Explicit flags beat the config file.
@@ -178,6 +180,11 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 				return fmt.Errorf("--web.config.file %s: %w", f.webConfig, err)
 			}
 		}
+		if enabled["probes"] {
+			if err := preflight(c, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(cmd.OutOrStdout(), "config OK: %d probe(s)%s\n", len(c.Probes.Targets), describeProbes(c))
 		fmt.Fprintf(cmd.OutOrStdout(), "diskstats: %s\n", describeDeviceFilter(c.Diskstats))
 		return nil
@@ -215,10 +222,14 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 			Name:        "diskcanary",
 			Description: "Storage-health canary: probe latency, diskstats and SMART",
 			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: f.telemetryPath, Text: "Metrics"},
-				{Address: "https://github.com/diskcanary/diskcanary", Text: "Documentation"},
-			},
+			Links:       []web.LandingLinks{{Address: f.telemetryPath, Text: "Metrics"}},
+			// The toolkit puts its route prefix before every link address,
+			// an absolute URL included ("/https://…": a redirect, then 404),
+			// so the documentation link is plain HTML.
+			ExtraHTML: `<div><a href="` + docsURL + `">Documentation</a></div>`,
+			// No pprof links: the daemon has no debug endpoints on purpose
+			// (docs/adversarial.md), and the toolkit links them by default.
+			Profiling: "false",
 		})
 		if err != nil {
 			return err
@@ -300,6 +311,27 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	<-runDone
 	logger.Info("stopped")
 	return nil
+}
+
+// docsURL is the project's documentation, linked from the landing page.
+const docsURL = "https://github.com/diskcanary/diskcanary"
+
+// preflight reports what each probe will find on the host when the daemon
+// opens its target: a warning line for a filesystem the daemon distrusts
+// (exit 0, as promtool check does), and one error naming every target the
+// daemon cannot use (exit 1).
+func preflight(c *config.Config, warn io.Writer) error {
+	var errs []error
+	for _, p := range c.Probes.Targets {
+		warnings, err := probes.Preflight(p)
+		for _, w := range warnings {
+			fmt.Fprintf(warn, "warning: probe %q: %s\n", p.Name, w)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("probe %q: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkWebFlags refuses web flag values that would panic or make the

@@ -380,6 +380,10 @@ func showDuration(d time.Duration) string {
 	return s
 }
 
+// Show writes the size as a config file takes it ("1GiB", "2300B"), so a
+// log line's size can be copied into the config.
+func (b ByteSize) Show() string { return showSize(b) }
+
 // showSize writes a size in the largest binary unit that divides it.
 func showSize(b ByteSize) string {
 	for _, u := range []struct {
