@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 )
 
@@ -51,8 +52,12 @@ reads), reads /proc/diskstats the way iostat does and SMART through smartctl --j
 and exports it all to Prometheus on :9742.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `diskcanary version` prints.
+		Version: version.Print("diskcanary"),
 	}
-	root.AddCommand(newServeCmd(), newCheckCmd(), newIostatCmd(), newSmartCmd(), newVersionCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newServeCmd(), newCheckCmd(), newIostatCmd(), newSmartCmd(), newVersionCmd(), newManCmd())
+	registerCompletions(root)
 	return root
 }
 

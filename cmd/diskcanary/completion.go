@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/common/promslog"
+	"github.com/spf13/cobra"
+
+	"github.com/diskcanary/diskcanary/probes"
+)
+
+// registerCompletions adds value completion to the commands' flags and
+// arguments, from the lists the commands themselves accept, so the shell
+// offers exactly what would be taken. `diskcanary completion SHELL` (cobra's
+// default command) prints the script that calls it.
+func registerCompletions(root *cobra.Command) {
+	fixed := func(values ...string) cobra.CompletionFunc {
+		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
+	}
+	for _, cmd := range root.Commands() {
+		switch cmd.Name() {
+		case "check":
+			_ = cmd.RegisterFlagCompletionFunc("profile",
+				fixed(probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead, "all"))
+		case "serve":
+			_ = cmd.RegisterFlagCompletionFunc("log.level", fixed(promslog.LevelFlagOptions...))
+			_ = cmd.RegisterFlagCompletionFunc("log.format", fixed(promslog.FormatFlagOptions...))
+		case "iostat", "smart":
+			cmd.ValidArgsFunction = completeDevices
+		}
+	}
+}
+
+// completeDevices offers the kernel's block devices (the names in
+// <sysfs>/block, which iostat and smart both take) not already given.
+// iostat's --path.sysfs, when set, is where they are read.
+func completeDevices(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	sysfs := "/sys"
+	if f := cmd.Flags().Lookup("path.sysfs"); f != nil {
+		sysfs = f.Value.String()
+	}
+	entries, err := os.ReadDir(filepath.Join(sysfs, "block"))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []cobra.Completion
+	for _, e := range entries {
+		// sysfs writes a '/' in a kernel name as '!' (cciss!c0d0).
+		name := strings.ReplaceAll(e.Name(), "!", "/")
+		if strings.HasPrefix(name, toComplete) && !slices.Contains(args, name) {
+			names = append(names, name)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
