@@ -76,7 +76,7 @@ func TestReadOnlyFilesystem(t *testing.T) {
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
 	waitFor(t, 5*time.Second, "read_only failure", func() bool {
-		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "read_only"})
+		ok := failed(gather(), "wal", "read_only")
 		return ok
 	})
 	stop()
@@ -117,7 +117,7 @@ func TestPermissionChild(t *testing.T) {
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: filepath.Join(dir, "canary"),
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
 	waitFor(t, 5*time.Second, "permission failure", func() bool {
-		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "permission"})
+		ok := failed(gather(), "wal", "permission")
 		return ok
 	})
 	stop()
@@ -212,7 +212,7 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 				return m.GetGauge().GetValue()
 			}
 			waitFor(t, 5*time.Second, tc.reason+" failure", func() bool {
-				_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": tc.reason})
+				ok := failed(gather(), "wal", tc.reason)
 				return ok && success() == 0
 			})
 			entries, err := os.ReadDir(dir)

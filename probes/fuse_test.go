@@ -41,7 +41,7 @@ func TestEIOOnFdatasyncIsAFailureAndRecovers(t *testing.T) {
 
 	m.Do(t, "sync-error EIO")
 	waitFor(t, 5*time.Second, "an io_error failure", func() bool {
-		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "wal", "reason": "io_error"})
+		ok := failed(gather(), "wal", "io_error")
 		return ok && gauge("diskcanary_probe_success", map[string]string{"probe": "wal"}) == 0
 	})
 
@@ -195,7 +195,7 @@ func TestODirectRefusedIsNamedAndFails(t *testing.T) {
 	_, gather, _ := startEngine(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: m.Dir,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, WorkingSet: 1 << 20})
 	waitFor(t, 10*time.Second, "odirect_unsupported failure", func() bool {
-		_, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "rr", "reason": "odirect_unsupported"})
+		ok := failed(gather(), "rr", "odirect_unsupported")
 		return ok
 	})
 	w, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "rr", "warning": "odirect_refused"})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,27 @@ func waitMetrics(t *testing.T, metrics func() string, what string, want ...strin
 		}
 		return true
 	}, 15*time.Second, 50*time.Millisecond, "%s: /metrics lacks one of %q", what, want)
+	return body
+}
+
+// waitFailure waits until probe has failed for reason at least once (every
+// reason is exported at 0 from the start) and /metrics has each of also.
+func waitFailure(t *testing.T, metrics func() string, probe, reason string, also ...string) string {
+	t.Helper()
+	re := regexp.MustCompile(fmt.Sprintf(`(?m)^diskcanary_probe_failures_total\{probe=%q,reason=%q\} [1-9]`, probe, reason))
+	var body string
+	require.Eventuallyf(t, func() bool {
+		body = metrics()
+		if !re.MatchString(body) {
+			return false
+		}
+		for _, w := range also {
+			if !strings.Contains(body, w) {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 50*time.Millisecond, "no %s failure of probe %s, or /metrics lacks one of %q", reason, probe, also)
 	return body
 }
 
@@ -117,8 +139,7 @@ func TestAdversarialFIFOAsReadsetFailsFast(t *testing.T) {
     - {name: wal, kind: wal, dir: %[1]s, interval: 100ms, ops: 5, min_free: 1B}
     - {name: rr, kind: randread, dir: %[1]s, interval: 100ms, working_set: 1MiB, min_free: 1B}
 `, dir))
-	body := waitMetrics(t, metrics, "an rr failure with its reason",
-		`diskcanary_probe_failures_total{probe="rr",reason="unsafe_path"} `, `diskcanary_probe_success{probe="wal"} 1`)
+	body := waitFailure(t, metrics, "rr", "unsafe_path", `diskcanary_probe_success{probe="wal"} 1`)
 	require.Contains(t, body, `diskcanary_probe_success{probe="rr"} 0`)
 	fi, err := os.Lstat(fifo)
 	require.NoError(t, err)
@@ -170,7 +191,7 @@ func TestAdversarialProbeDirOwnedByAnotherUserRefused(t *testing.T) {
   targets:
     - {name: wal, kind: wal, dir: %s, interval: 100ms, ops: 5, min_free: 1B}
 `, dir))
-	body := waitMetrics(t, metrics, "a refusal", `diskcanary_probe_failures_total{probe="wal",reason="unsafe_path"} `)
+	body := waitFailure(t, metrics, "wal", "unsafe_path")
 	require.Contains(t, body, `diskcanary_probe_success{probe="wal"} 0`)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -206,8 +227,7 @@ func TestAdversarialLazyUnmountNotProbedElsewhere(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,abort", other).CombinedOutput(); err != nil {
 		t.Fatalf("remount abort: %v: %s", err, out)
 	}
-	body := waitMetrics(t, metrics, "the directory reported missing",
-		`diskcanary_probe_failures_total{probe="wal",reason="missing"} `)
+	body := waitFailure(t, metrics, "wal", "missing")
 	require.Contains(t, body, `diskcanary_probe_success{probe="wal"} 0`)
 	time.Sleep(500 * time.Millisecond) // several more setups
 	require.Contains(t, metrics(), `diskcanary_probe_success{probe="wal"} 0`)
