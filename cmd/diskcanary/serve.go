@@ -72,7 +72,7 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.configFile, "config.file", "", "YAML config file (strict: unknown keys are errors); empty = embedded default")
-	fl.BoolVar(&f.configCheck, "config.check", false, "validate the config (and the probe directories) and exit")
+	fl.BoolVar(&f.configCheck, "config.check", false, "validate the config, check each probe target as the daemon will find it (errors exit 1, warnings are printed), and exit")
 	fl.StringArrayVar(&f.probeDirs, "probe.dir", nil, "run the default probe set (wal + randread) on this directory instead of the config's probes (repeatable)")
 	fl.StringSliceVar(&f.listen, "web.listen-address", []string{":9742"}, "addresses to listen on (repeatable)")
 	fl.StringVar(&f.webConfig, "web.config.file", "", "exporter-toolkit web config file for TLS and basic auth")
