@@ -119,13 +119,7 @@ probe "randread": %[1]s: its parent %[2]s does not exist, and diskcanary never c
 }
 
 func TestConfigCheckTmpfsIsAWarning(t *testing.T) {
-	testenv.RequireRoot(t)
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s): this test needs one", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
-	dir := filepath.Join(mnt, "canary")
+	dir := filepath.Join(testenv.Tmpfs(t), "canary")
 	out, stderr, code := runBinary(t, nil, "serve", "--config.check", "--probe.dir", dir)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, fmt.Sprintf(`warning: probe "wal": %[1]s is on tmpfs: its latencies are not a disk's, and the daemon will export diskcanary_probe_target_warning{warning="tmpfs"} 1
