@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,13 +59,47 @@ type CheckOptions struct {
 	// StallThreshold is how long an op may be in flight before it is
 	// called hung; 0 is the daemon's default.
 	StallThreshold time.Duration
-	ProcFS, SysFS  string
+	// Jobs is how many writers run an etcd profile at once in Dir, each
+	// on its own file, each judged on its own samples (OpenShift's
+	// assisted installer runs fio's etcd recipe twice at once "to simulate
+	// overload"); 0 is one. The randread profile always runs one.
+	Jobs int
+	// Progress, when set, is called about once a second with how far the
+	// run is, from the goroutine that waits on it (never a timed thread).
+	Progress      func(CheckProgress)
+	ProcFS, SysFS string
+}
+
+// CheckProgress is how far a check run is, for a status line.
+type CheckProgress struct {
+	Elapsed time.Duration
+	// LaidOut bytes of WorkingSet written so far, while the randread
+	// working set is being written (0 otherwise).
+	LaidOut, WorkingSet int64
+	// Done of Planned timed ops, summed over the jobs, and the judged
+	// latency's percentiles over the samples so far.
+	Done, Planned int
+	P50, P99      time.Duration
+	// ETA of the timed ops at the rate so far (0 until one is done).
+	ETA time.Duration
+}
+
+// jobs is how many writers a run starts.
+func (o CheckOptions) jobs() int {
+	if o.Profile == ProfileRandRead || o.Jobs < 1 {
+		return 1
+	}
+	return o.Jobs
 }
 
 // probeConfig is the daemon's probe config for a check profile, defaults
 // applied: check runs the daemon's probe kinds.
-func (o CheckOptions) probeConfig() (config.Probe, error) {
-	c := config.Probe{Name: "check", Dir: o.Dir, BlockSize: config.ByteSize(o.BlockSize), MinFree: config.ByteSize(o.MinFree)}
+func (o CheckOptions) probeConfig(job int) (config.Probe, error) {
+	name := "check"
+	if job > 0 {
+		name = fmt.Sprintf("check-%d", job+1)
+	}
+	c := config.Probe{Name: name, Dir: o.Dir, BlockSize: config.ByteSize(o.BlockSize), MinFree: config.ByteSize(o.MinFree)}
 	switch o.Profile {
 	case ProfileEtcd, ProfileFioEtcd:
 		c.Kind = config.KindWAL
@@ -118,6 +153,9 @@ type CheckResult struct {
 	Untrusted string
 	// WorkingSetFile is the randread file, if kept.
 	WorkingSetFile string
+	// JobP99s is each job's p99 when several ran at once; the result's
+	// samples are the worst job's.
+	JobP99s []time.Duration
 }
 
 // sampleRecorder keeps check's samples in slices sized for the whole run,
@@ -219,12 +257,14 @@ var (
 // the run between two ops and returns the samples taken with ErrInterrupted
 // or ErrTimeout, its probe files removed; an op stuck in the kernel longer
 // than the stall threshold is not waited for (the error says so, and which
-// file it holds).
+// file it holds). With several jobs, the result is the worst job's (the
+// highest p99), and a job certain to fail stops them all.
 //
-// The timeout is a timerfd read by a blocked goroutine, not a Go timer: any
-// pending Go runtime timer adds tens of microseconds to every blocking
-// syscall on a 2-CPU machine (measured: 4 KiB O_DIRECT read p50 63 µs →
-// ~100 µs), which would make check disagree with fio.
+// The timeout and the progress ticks are timerfds read by blocked
+// goroutines, not Go timers: any pending Go runtime timer adds tens of
+// microseconds to every blocking syscall on a 2-CPU machine (measured: 4 KiB
+// O_DIRECT read p50 63 µs → ~100 µs), which would make check disagree with
+// fio.
 func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	if o.ProcFS == "" {
 		o.ProcFS = "/proc"
@@ -235,32 +275,60 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	if o.StallThreshold <= 0 {
 		o.StallThreshold = config.DefaultStallThreshold
 	}
-	fl := newInflight()
+	// No garbage collection during the measurement: the timed loops do
+	// not allocate, and a stop-the-world must never wait on a raw syscall
+	// (timedio.go). A raw syscall also holds its P, so keep one more P than
+	// jobs for the goroutine that enforces the timeout, even in a one-CPU
+	// container.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	if runtime.GOMAXPROCS(0) < o.jobs()+1 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.jobs() + 1))
+	}
 	stop := new(atomic.Bool)
-	rec := newSampleRecorder(o.Samples, o.MaxP99, stop)
-	// started carries what runCheck knows before its first I/O that can
-	// hang, for a result built without it.
-	started := make(chan checkStart, 1)
-	done := make(chan checkOutcome, 1)
-	go func() {
-		res, err := runCheck(o, rec, fl, stop, started)
-		done <- checkOutcome{res, err}
-	}()
-	expired, cancelTimer, err := timerfdAfter(o.Timeout)
+	jobs := make([]*checkJob, o.jobs())
+	done := make(chan *checkJob, len(jobs))
+	for i := range jobs {
+		j := &checkJob{fl: newInflight(), rec: newSampleRecorder(o.Samples, o.MaxP99, stop), started: make(chan checkStart, 1)}
+		jobs[i] = j
+		go func() {
+			j.res, j.err = runCheck(o, i, j.rec, j.fl, stop, j.started)
+			done <- j
+		}()
+	}
+	expired, cancelTimer, err := timerfdTicks(o.Timeout, 0)
 	if err != nil {
 		stop.Store(true)
-		out := <-done
-		return out.res, err
+		for range jobs {
+			<-done
+		}
+		return mergeJobs(jobs)
 	}
 	defer cancelTimer()
+	var ticks <-chan struct{}
+	var prog *progressMeter
+	if o.Progress != nil {
+		t, cancelTicks, err := timerfdTicks(time.Second, time.Second)
+		if err == nil {
+			defer cancelTicks()
+			ticks, prog = t, newProgressMeter(o, jobs)
+		}
+	}
 	var cause error
-	select {
-	case out := <-done:
-		return out.res, out.err
-	case <-ctx.Done():
-		cause = ErrInterrupted
-	case <-expired:
-		cause = ErrTimeout
+	for running := len(jobs); running > 0 && cause == nil; {
+		select {
+		case j := <-done:
+			j.finished = true
+			running--
+		case <-ctx.Done():
+			cause = ErrInterrupted
+		case <-expired:
+			cause = ErrTimeout
+		case <-ticks:
+			o.Progress(prog.read())
+		}
+	}
+	if cause == nil {
+		return mergeJobs(jobs)
 	}
 	stop.Store(true)
 	stopped := time.Now()
@@ -269,40 +337,155 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		select {
-		case out := <-done:
-			res, err := out.res, out.err
-			if errors.Is(err, errInterrupted) {
-				err = fmt.Errorf("%w after %d of %d samples", cause, len(res.Latencies), o.Samples)
+		running := 0
+		for _, j := range jobs {
+			if !j.finished {
+				running++
 			}
-			return res, err
+		}
+		if running == 0 {
+			for _, j := range jobs {
+				if errors.Is(j.err, errInterrupted) {
+					j.err = fmt.Errorf("%w after %d of %d samples", cause, len(j.res.Latencies), o.Samples)
+				}
+			}
+			return mergeJobs(jobs)
+		}
+		select {
+		case j := <-done:
+			j.finished = true
+			continue
 		case <-tick.C:
 		}
-		age := fl.age()
+		var age time.Duration
+		for _, j := range jobs {
+			if !j.finished {
+				age = max(age, j.fl.age())
+			}
+		}
 		if age <= o.StallThreshold && time.Since(stopped) <= o.StallThreshold {
 			continue
 		}
-		var st checkStart
-		select {
-		case st = <-started:
-		default:
-			st.res = &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples, Partial: true}
+		// Give up on the jobs still running: their results are what they
+		// recorded, their files named, not removed (leftBehind).
+		for _, j := range jobs {
+			if j.finished {
+				continue
+			}
+			var st checkStart
+			select {
+			case st = <-j.started:
+			default:
+				st.res = &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples, Partial: true}
+			}
+			n := int(j.rec.taken.Load())
+			j.res = st.res
+			j.res.Latencies, j.res.Writes = j.rec.samples(st.kind, n)
+			j.res.Partial = n < o.Samples
+			stuck := fmt.Sprintf("an I/O on %s has been in flight for %v (hung disk?)", o.Dir, j.fl.age().Round(time.Millisecond))
+			if j.fl.age() <= o.StallThreshold {
+				stuck = fmt.Sprintf("the run did not stop within %v", o.StallThreshold)
+			}
+			j.err = fmt.Errorf("%w after %d of %d samples: %s%s", cause, n, o.Samples, stuck, st.leftBehind())
+			j.finished = true
 		}
-		res := st.res
-		n := int(rec.taken.Load())
-		res.Latencies, res.Writes = rec.samples(st.kind, n)
-		res.Partial = n < o.Samples
-		stuck := fmt.Sprintf("an I/O on %s has been in flight for %v (hung disk?)", o.Dir, age.Round(time.Millisecond))
-		if age <= o.StallThreshold {
-			stuck = fmt.Sprintf("the run did not stop within %v", o.StallThreshold)
-		}
-		return res, fmt.Errorf("%w after %d of %d samples: %s%s", cause, n, o.Samples, stuck, st.leftBehind())
 	}
 }
 
-type checkOutcome struct {
-	res *CheckResult
-	err error
+// checkJob is one writer of a check run. res and err are set by its
+// goroutine before it sends on done, or by Check once it gives up on it.
+type checkJob struct {
+	fl       *inflight
+	rec      *sampleRecorder
+	started  chan checkStart
+	res      *CheckResult
+	err      error
+	finished bool // Check's own view: done received, or given up on
+}
+
+// mergeJobs is the run's result: one job's as it is, several jobs' as the
+// worst one's, with every job's p99 beside it. A job certain to fail
+// stopped the others, so their interruption is not the run's error.
+func mergeJobs(jobs []*checkJob) (*CheckResult, error) {
+	if len(jobs) == 1 {
+		return jobs[0].res, jobs[0].err
+	}
+	worst := jobs[0]
+	p99s := make([]time.Duration, len(jobs))
+	exceeded := false
+	for i, j := range jobs {
+		p99s[i] = Percentile(j.res.Latencies, 99)
+		exceeded = exceeded || j.res.Exceeded
+		if (j.res.Exceeded && !worst.res.Exceeded) || (j.res.Exceeded == worst.res.Exceeded && p99s[i] > Percentile(worst.res.Latencies, 99)) {
+			worst = j
+		}
+	}
+	res := *worst.res
+	res.JobP99s = p99s
+	res.Warnings = nil
+	var err error
+	for _, j := range jobs {
+		for _, w := range j.res.Warnings {
+			if !slices.Contains(res.Warnings, w) {
+				res.Warnings = append(res.Warnings, w)
+			}
+		}
+		res.Partial = res.Partial || j.res.Partial
+		if res.Untrusted == "" {
+			res.Untrusted = j.res.Untrusted
+		}
+		if err == nil && j.err != nil && !(exceeded && errors.Is(j.err, errInterrupted)) {
+			err = j.err
+		}
+	}
+	return &res, err
+}
+
+// progressMeter reads the jobs' recorders for the status line into one
+// buffer sized for the whole run (GC is off while check runs).
+type progressMeter struct {
+	o       CheckOptions
+	jobs    []*checkJob
+	start   time.Time
+	first   time.Time // when the first timed op was seen
+	scratch []time.Duration
+}
+
+func newProgressMeter(o CheckOptions, jobs []*checkJob) *progressMeter {
+	return &progressMeter{o: o, jobs: jobs, start: time.Now(), scratch: make([]time.Duration, 0, len(jobs)*o.Samples)}
+}
+
+// read is safe while the jobs run: a recorder's samples below its
+// published count are never written again.
+func (m *progressMeter) read() CheckProgress {
+	p := CheckProgress{Elapsed: time.Since(m.start), Planned: len(m.jobs) * m.o.Samples}
+	m.scratch = m.scratch[:0]
+	for _, j := range m.jobs {
+		n := int(j.rec.taken.Load())
+		p.Done += n
+		src := j.rec.syncs
+		if m.o.Profile == ProfileRandRead {
+			src = j.rec.reads
+		}
+		m.scratch = append(m.scratch, src[:n]...)
+		p.LaidOut += j.fl.laidOut.Load()
+	}
+	if p.Done == 0 {
+		if p.LaidOut > 0 {
+			p.WorkingSet = m.o.WorkingSet
+		}
+		return p
+	}
+	if m.first.IsZero() {
+		m.first = time.Now()
+	}
+	p.LaidOut = 0
+	slices.Sort(m.scratch)
+	p.P50, p.P99 = Percentile(m.scratch, 50), Percentile(m.scratch, 99)
+	if ran := time.Since(m.first); ran > 0 && p.Done > 0 {
+		p.ETA = time.Duration(float64(ran) / float64(p.Done) * float64(p.Planned-p.Done))
+	}
+	return p
 }
 
 // checkStart is a run's result before its first timed op, and its probe
@@ -324,10 +507,12 @@ func (st checkStart) leftBehind() string {
 	return fmt.Sprintf("; %s is left behind while that I/O is stuck: remove it once the disk answers", st.file)
 }
 
-// timerfdAfter returns a channel closed after d (never, if d <= 0), backed
-// by a kernel timerfd so no Go runtime timer is pending meanwhile.
-func timerfdAfter(d time.Duration) (<-chan struct{}, func(), error) {
-	ch := make(chan struct{})
+// timerfdTicks returns a channel that receives after d and then every
+// `every` (once, if every is 0; never, if d <= 0), backed by a kernel
+// timerfd so no Go runtime timer is pending meanwhile. A tick nobody has
+// taken yet is not doubled.
+func timerfdTicks(d, every time.Duration) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
 	if d <= 0 {
 		return ch, func() {}, nil
 	}
@@ -335,39 +520,51 @@ func timerfdAfter(d time.Duration) (<-chan struct{}, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("timerfd: %w", err)
 	}
-	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d.Nanoseconds())}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d.Nanoseconds()), Interval: unix.NsecToTimespec(every.Nanoseconds())}
 	if err := unix.TimerfdSettime(fd, 0, &spec, nil); err != nil {
 		unix.Close(fd)
 		return nil, nil, fmt.Errorf("timerfd: %w", err)
 	}
-	var cancelled atomic.Bool
+	// The reader closes the fd when it is done; mu keeps cancel from
+	// touching an fd number that was closed (and maybe reused) by then.
+	var mu sync.Mutex
+	closed, cancelled := false, false
 	go func() {
 		var b [8]byte
-		_, err := unix.Read(fd, b[:])
-		if err == nil && !cancelled.Load() {
-			close(ch)
+		for {
+			_, err := unix.Read(fd, b[:])
+			mu.Lock()
+			if err != nil || cancelled || every <= 0 {
+				if err == nil && !cancelled {
+					ch <- struct{}{}
+				}
+				unix.Close(fd)
+				closed = true
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	cancel := func() {
-		cancelled.Store(true)
-		// Fire it now so the reader returns and the fd can be closed.
-		_ = unix.TimerfdSettime(fd, 0, &unix.ItimerSpec{Value: unix.Timespec{Nsec: 1}}, nil)
-		go func() { time.Sleep(10 * time.Millisecond); unix.Close(fd) }()
+		mu.Lock()
+		defer mu.Unlock()
+		cancelled = true
+		if !closed {
+			// Fire it now so the reader returns and closes the fd.
+			_ = unix.TimerfdSettime(fd, 0, &unix.ItimerSpec{Value: unix.Timespec{Nsec: 1}}, nil)
+		}
 	}
 	return ch, cancel, nil
 }
-
-func runCheck(o CheckOptions, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
-	// No garbage collection during the measurement: the timed loops do
-	// not allocate, and a stop-the-world must never wait on a raw syscall
-	// (timedio.go). A raw syscall also holds its P, so keep a second P for
-	// the goroutine that enforces the timeout, even in a one-CPU container.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	if runtime.GOMAXPROCS(0) < 2 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	}
+// runCheck is job number job of a run (its own probe file).
+func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
 	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples}
-	c, err := o.probeConfig()
+	c, err := o.probeConfig(job)
 	if err != nil {
 		return res, err
 	}

@@ -514,6 +514,7 @@ func (d *probeDir) writeReadset(name string, size int64, fl *inflight, stop *ato
 			return fail("write", errShortIO)
 		}
 		written += int64(n)
+		fl.laidOut.Store(written)
 	}
 	fl.begin()
 	err = unix.Fdatasync(fd)

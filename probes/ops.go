@@ -64,6 +64,9 @@ type burstResult struct {
 // (cheaper than time.Now on every op), 0 when idle.
 type inflight struct {
 	start atomic.Int64
+	// laidOut counts the setup bytes written so far (the read working
+	// set), for check's progress line.
+	laidOut atomic.Int64
 }
 
 func newInflight() *inflight { return &inflight{} }
