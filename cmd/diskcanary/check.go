@@ -32,7 +32,12 @@ type checkFlags struct {
 	timeout     time.Duration
 	minFree     string
 	allowUnsafe bool
+	jobs        int
 }
+
+// maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
+// syscalls for the whole run.
+const maxCheckJobs = 16
 
 // check's exit statuses besides 0 (pass) and exitUsage.
 const (
@@ -74,6 +79,13 @@ A FAIL is reported as soon as it is certain: once more samples are over
 and prints the percentiles of the samples taken, marked partial. Ctrl-C,
 SIGTERM and --timeout stop the run the same way (exit 2), and the probe
 files are removed.
+
+--jobs N runs N etcd-pattern writers at once in DIR, each on its own
+file, and judges the worst job's p99 (OpenShift's assisted installer runs
+fio's etcd recipe twice at once to simulate overload). On a terminal a
+status line on stderr shows the working-set write (bytes, rate) and then
+the ops done, the p50 and p99 so far and the time left; it is silent when
+stderr is not a terminal and with --json.
 
 A filesystem that does not tell the truth about the disk (tmpfs, overlayfs,
 FUSE, ZFS, NFS, a flush that reaches no device, O_DIRECT refused) is never
@@ -121,12 +133,14 @@ Exit status:
 	fl.BoolVar(&f.keep, "keep-working-set", false, "keep the randread working set in DIR for the next run")
 	fl.StringVar(&f.minFree, "min-free", "1GiB", "refuse to run if free space would drop below this")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
+	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
 
 // checkJSON is the --json result: DESIGN.md's keys, then what a script
-// needs to trust it.
+// needs to trust it. Every profile has every key (null where it does not
+// apply), so one parser reads them all.
 type checkJSON struct {
 	Version        string `json:"version"`
 	StartTime      string `json:"start_time"`
@@ -138,10 +152,14 @@ type checkJSON struct {
 	PlannedSamples int    `json:"planned_samples"`
 	Partial        bool   `json:"partial"`
 	// GapSeconds is the pause between WAL ops (etcd profiles only).
-	GapSeconds     *float64    `json:"gap_seconds,omitempty"`
+	GapSeconds *float64 `json:"gap_seconds"`
+	// Jobs ran at once; the latencies are the worst job's, JobP99Seconds
+	// every job's p99.
+	Jobs           int         `json:"jobs"`
+	JobP99Seconds  []float64   `json:"job_p99_seconds"`
 	LatencySeconds latencyJSON `json:"latency_seconds"`
 	// WriteLatencySeconds is the WAL profiles' pwrite, not judged.
-	WriteLatencySeconds *latencyJSON `json:"write_latency_seconds,omitempty"`
+	WriteLatencySeconds *latencyJSON `json:"write_latency_seconds"`
 	ThresholdSeconds    float64      `json:"threshold_seconds"`
 	Pass                bool         `json:"pass"`
 	Verdict             string       `json:"verdict"`
@@ -177,6 +195,12 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	}
 	if f.samples < 1 {
 		return nil, 0, 0, 0, fmt.Errorf("--samples must be positive")
+	}
+	if f.jobs < 1 || f.jobs > maxCheckJobs {
+		return nil, 0, 0, 0, fmt.Errorf("--jobs %d: want 1 to %d", f.jobs, maxCheckJobs)
+	}
+	if f.jobs > 1 && f.profile == probes.ProfileRandRead {
+		return nil, 0, 0, 0, fmt.Errorf("--jobs applies to the etcd profiles (concurrent writers), not randread")
 	}
 	if f.maxP99 <= 0 {
 		return nil, 0, 0, 0, fmt.Errorf("--max-p99 %v: must be positive", f.maxP99)
@@ -216,6 +240,10 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	defer stop()
 
 	out := cmd.OutOrStdout()
+	var status *statusLine
+	if !f.jsonOut {
+		status = newStatusLine(cmd.ErrOrStderr())
+	}
 	var results []checkJSON
 	var failed, notKnown []string
 	for _, profile := range profiles {
@@ -230,8 +258,10 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		res, err := probes.Check(ctx, probes.CheckOptions{
 			Dir: dir, Profile: profile, Samples: f.samples, BlockSize: bs, Gap: &f.gap,
 			WorkingSet: int64(ws), KeepWorkingSet: f.keep, MinFree: int64(minFree), Timeout: f.timeout,
-			MaxP99: f.maxP99, AllowUnsafeFS: f.allowUnsafe,
+			MaxP99: f.maxP99, AllowUnsafeFS: f.allowUnsafe, Jobs: f.jobs,
+			Progress: status.progress(profile),
 		})
+		status.clear()
 		if errors.Is(err, probes.ErrTimeout) {
 			err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 		}
@@ -285,6 +315,14 @@ func (f *checkFlags) summarize(r *probes.CheckResult, err error, start time.Time
 	if r.Gap != nil {
 		g := r.Gap.Seconds()
 		j.GapSeconds = &g
+	}
+	j.Jobs = max(1, len(r.JobP99s))
+	j.JobP99Seconds = []float64{latencyOf(l).P99}
+	if len(r.JobP99s) > 0 {
+		j.JobP99Seconds = j.JobP99Seconds[:0]
+		for _, p := range r.JobP99s {
+			j.JobP99Seconds = append(j.JobP99Seconds, p.Seconds())
+		}
 	}
 	if r.Profile != probes.ProfileRandRead {
 		w := latencyOf(r.Writes)
@@ -363,6 +401,13 @@ func printTable(w io.Writer, r *probes.CheckResult, j checkJSON, bs int64) {
 			pace = fmt.Sprintf("%v between ops (etcd's appends come with gaps)", *r.Gap)
 		}
 		fmt.Fprintf(w, "  %s sequential %d-byte appends into a preallocated segment, fdatasync after each, %s\n", count, bs, pace)
+		if j.Jobs > 1 {
+			p99s := make([]string, len(j.JobP99Seconds))
+			for i, p := range j.JobP99Seconds {
+				p99s[i] = fmtSec(p)
+			}
+			fmt.Fprintf(w, "  %d jobs at once, each on its own file; judged on the worst (job p99s: %s)\n", j.Jobs, strings.Join(p99s, " "))
+		}
 		if len(r.Writes) > 0 {
 			fmt.Fprintf(w, "  write (not judged): p50=%s p99=%s max=%s\n",
 				fmtDur(probes.Percentile(r.Writes, 50)), fmtDur(probes.Percentile(r.Writes, 99)), fmtDur(r.Writes[len(r.Writes)-1]))

@@ -46,10 +46,13 @@ func TestCheckJSONContract(t *testing.T) {
 		keys = append(keys, k)
 	}
 	require.ElementsMatch(t, []string{"profile", "path", "device", "filesystem", "samples", "gap_seconds", "latency_seconds", "threshold_seconds", "pass",
-		"version", "start_time", "planned_samples", "partial", "write_latency_seconds", "verdict", "trusted", "warnings"}, keys,
+		"version", "start_time", "planned_samples", "partial", "write_latency_seconds", "verdict", "trusted", "warnings",
+		"jobs", "job_p99_seconds"}, keys,
 		"DESIGN.md's keys, then the ones a script needs (reason is omitted when empty)")
 	require.Equal(t, "etcd", got["profile"])
 	require.Equal(t, 0.01, got["gap_seconds"], "paced like etcd by default")
+	require.EqualValues(t, 1, got["jobs"])
+	require.Equal(t, []any{got["latency_seconds"].(map[string]any)["p99"]}, got["job_p99_seconds"], "one job: its p99 is the p99")
 	require.EqualValues(t, 300, got["samples"])
 	require.EqualValues(t, 300, got["planned_samples"])
 	require.Equal(t, false, got["partial"])
@@ -88,11 +91,20 @@ func TestCheckAllProfilesIsAnArray(t *testing.T) {
 	require.Equal(t, "fio-etcd", got[1]["profile"])
 	require.Equal(t, 0.0, got[1]["gap_seconds"], "fio's recipe: back to back")
 	require.Equal(t, "randread", got[2]["profile"])
-	require.NotContains(t, got[2], "gap_seconds")
-	require.NotContains(t, got[2], "write_latency_seconds", "randread writes nothing timed")
-	require.Contains(t, got[0], "write_latency_seconds")
+	require.Nil(t, got[2]["gap_seconds"])
+	require.Nil(t, got[2]["write_latency_seconds"], "randread writes nothing timed")
+	require.NotNil(t, got[0]["write_latency_seconds"])
 	require.EqualValues(t, 200, got[2]["samples"])
 	for _, g := range got {
+		var keys []string
+		for k := range g {
+			keys = append(keys, k)
+		}
+		var first []string
+		for k := range got[0] {
+			first = append(first, k)
+		}
+		require.ElementsMatch(t, first, keys, "one shape for every profile: %s", g["profile"])
 		require.Equal(t, "pass", g["verdict"])
 		require.Len(t, g["warnings"], 1, "too few samples for a p99")
 	}
@@ -158,6 +170,7 @@ func TestCheckExitCodes(t *testing.T) {
 	for _, args := range [][]string{
 		{"--profile", "nope"}, {"--max-p99", "10"}, {"--max-p99", "0s"}, {"--bogus"}, {"--samples", "x"}, {"--samples", "0"},
 		{"--block-size", "4x"}, {"--working-set", "lots"}, {"--gap", "-1ms"}, {dir},
+		{"--jobs", "0"}, {"--jobs", "17"}, {"--jobs", "2", "--profile", "randread"},
 	} {
 		_, code, err = runCLI(t, append([]string{"check", dir}, args...)...)
 		require.Equal(t, 64, code, "%q: %v", args, err)
@@ -188,4 +201,31 @@ func TestCheckRefusesEtcdDataDir(t *testing.T) {
 	require.ErrorContains(t, err, "unsafe probe directory")
 	entries, _ := os.ReadDir(filepath.Join(data, "member"))
 	require.Len(t, entries, 1, "nothing written next to etcd's wal/")
+}
+
+// --jobs 2: two writers at once, judged on the worst; the table and the
+// JSON say so and give each job's p99.
+func TestCheckJobs(t *testing.T) {
+	dir := t.TempDir()
+	out, code, err := runCLI(t, "check", dir, "--jobs", "2", "--profile", "fio-etcd", "--samples", "200", "--min-free", "0", "--max-p99", "10s")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	require.Regexp(t, `\n  2 jobs at once, each on its own file; judged on the worst \(job p99s: \S+ \S+\)\n`, out)
+	out, code, err = runCLI(t, "check", dir, "--jobs", "3", "--profile", "all", "--samples", "100", "--working-set", "4MiB", "--min-free", "0", "--max-p99", "10s", "--json")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	var got []checkJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	require.Len(t, got, 3)
+	for i, jobs := range []int{3, 3, 1} {
+		require.Equal(t, jobs, got[i].Jobs, got[i].Profile)
+		require.Len(t, got[i].JobP99Seconds, jobs, got[i].Profile)
+		worst := 0.0
+		for _, p := range got[i].JobP99Seconds {
+			worst = max(worst, p)
+		}
+		require.Equal(t, worst, got[i].LatencySeconds.P99, "%s: judged on the worst job", got[i].Profile)
+	}
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "every job's file is removed")
 }
