@@ -561,6 +561,7 @@ func timerfdTicks(d, every time.Duration) (<-chan struct{}, func(), error) {
 	}
 	return ch, cancel, nil
 }
+
 // runCheck is job number job of a run (its own probe file).
 func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
 	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples}
