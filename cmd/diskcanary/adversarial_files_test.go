@@ -92,9 +92,9 @@ func TestAdversarialSymlinkedEtcdMemberDirRefused(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.ErrorContains(t, err, want)
 
-	out, err := diskcanaryCmd(t, nil, "serve", "--probe.dir", dir, "--web.listen-address", testenv.FreeAddr(t)).CombinedOutput()
-	require.Error(t, err, "the daemon refuses to start")
-	require.Contains(t, string(out), want)
+	out, code := runRefused(t, "serve", "--probe.dir", dir, "--web.listen-address", testenv.FreeAddr(t))
+	require.Equal(t, 1, code, "the daemon refuses to start")
+	require.Contains(t, out, want)
 	entries, err := os.ReadDir(filepath.Join(etcd, "member", "wal"))
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing written into etcd's WAL directory")
