@@ -2,6 +2,7 @@ package rulegen
 
 import (
 	"fmt"
+	"strings"
 )
 
 // A small Grafana dashboard model: only what these dashboards use, in the
@@ -312,6 +313,15 @@ func nodeDashboard(p Params) *Dashboard {
 	l.add(d, timeseries("Probe cycles per minute (runs, failures)", "none",
 		q{fmt.Sprintf(`rate(diskcanary_probe_runs_total%s[$__rate_interval]) * 60`, ti), "runs {{probe}}"},
 		q{fmt.Sprintf(`sum by (probe) (rate(diskcanary_probe_failures_total%s[$__rate_interval])) * 60`, ti), "failures {{probe}}"}), 12, 7)
+
+	l.row(d, "Whose fault: the probe beside its device (15m)")
+	for _, a := range attributedOps {
+		l.add(d, withLine(timeseries(fmt.Sprintf("%s p99 beside its device's %s latency", a.op, strings.ReplaceAll(a.requests, "|", "/")), "s",
+			q{fmt.Sprintf(`%s%s`, quantileRule(a.op, "p99", "15m"), ti), "probe p99 {{probe}} {{path}}"},
+			q{fmt.Sprintf(`%s{job="$job", instance="$instance", probe=~"$probe", op="%s"}`, ruleTargetDeviceLat, a.op), "device {{device}} ({{source}})"}), a.slow(p).Seconds(), "red"), 12, 7)
+	}
+	l.add(d, table("Verdict per probe target: device (its requests are slow), stack (they are not), none (not slow)",
+		q{fmt.Sprintf(`%s%s`, ruleAttribution, ti), ""}), 24, 4)
 
 	w := p.IostatWindow
 	r := func(name string) string { return iostatRuleName(name, w) + dd }

@@ -62,6 +62,14 @@ type Params struct {
 	SelfDriftFor    time.Duration
 
 	IostatWindow time.Duration
+	// AttributionDeviceShare: a slow probe target is blamed on its device
+	// when the device's own latency for the matching requests is at least
+	// this share of the probe's p99, else on the stack above the device.
+	// An fdatasync is two or three device round trips in series
+	// (docs/wal-gap.md), so a slow device makes each one a third or more
+	// of it; a throttle or a filesystem above the device leaves its
+	// requests at their usual microseconds.
+	AttributionDeviceShare float64
 	// JobSelector selects the exporters' scrape job in up{} (exporter-down alert).
 	JobSelector string
 	// TargetLabels identify one probe target and are kept on every
@@ -107,6 +115,7 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
+		AttributionDeviceShare:    0.2,
 		JobSelector:               `job="diskcanary"`,
 		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
 		CohortLabel:               "cohort",
@@ -150,6 +159,7 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&p.DriftFactor, "drift.factor", p.DriftFactor, "fleet drift: p99 above this many times the cohort median")
 	fs.DurationVar(&p.DriftFloor, "drift.floor", p.DriftFloor, "fleet drift: and above this absolute p99")
 	fs.IntVar(&p.DriftMinCohort, "drift.min-cohort", p.DriftMinCohort, "fleet drift: cohorts smaller than this never alert")
+	fs.Float64Var(&p.AttributionDeviceShare, "attribution.device-share", p.AttributionDeviceShare, "a slow probe is the device's fault when the device's request latency is at least this share of the probe's p99, else the stack's")
 	fs.DurationVar(&p.DriftFor, "drift.for", p.DriftFor, "for: of the fleet drift alerts")
 	fs.Float64Var(&p.SelfDriftFactor, "self-drift.factor", p.SelfDriftFactor, "self drift: 1 h p99 above this many times the same hour last week")
 	fs.DurationVar(&p.SelfDriftFloor, "self-drift.floor", p.SelfDriftFloor, "self drift: and above this absolute p99")

@@ -116,6 +116,7 @@ func Rules(p Params) RuleFile {
 		probeRecording(p),
 		cohortRecording(p),
 		iostatRecording(p),
+		attributionRecording(p),
 		probeAlerts(p),
 		smartAlerts(p),
 		collectionAlerts(p),
@@ -239,6 +240,124 @@ func iostatRecording(p Params) Group {
 	return g
 }
 
+// Attribution rule names.
+const (
+	ruleDiskRequestP99   = "disk:diskcanary_disk_request_duration_seconds:p99_15m"
+	ruleDeviceRequestP99 = "device:diskcanary_disk_request_duration_seconds:p99_15m"
+	ruleTargetDeviceLat  = "target:diskcanary_device_latency_seconds:15m"
+	ruleAttribution      = "target:diskcanary_probe_attribution:info"
+)
+
+// Verdicts of the attribution rules.
+const (
+	verdictDevice = "device" // the device's own requests are slow
+	verdictStack  = "stack"  // the probe is slow, its device's requests are not
+	verdictNone   = "none"   // the probe is not slow
+)
+
+// attributed is a probe latency and the block requests that make it up:
+// an fdatasync is data writes and a cache flush, a read one read.
+type attributed struct {
+	op       string // the probe's op: fdatasync, read
+	requests string // the block layer's ops (diskcanary_disk_request_duration_seconds{op})
+	// diskstats' counters for the fallback's mean await, per request op.
+	awaits [][2]string
+	slow   func(Params) time.Duration
+}
+
+var attributedOps = []attributed{
+	{"fdatasync", "flush|write", [][2]string{
+		{"diskcanary_disk_flush_requests_time_seconds_total", "diskcanary_disk_flush_requests_total"},
+		{"diskcanary_disk_write_time_seconds_total", "diskcanary_disk_writes_completed_total"},
+	}, func(p Params) time.Duration { return p.FdatasyncSlow }},
+	{"read", "read", [][2]string{
+		{"diskcanary_disk_read_time_seconds_total", "diskcanary_disk_reads_completed_total"},
+	}, func(p Params) time.Duration { return p.ReadSlow }},
+}
+
+// attributionRecording puts each probe target's p99 beside its device's
+// latency for the same requests and says whose fault a slow probe is:
+// the device's (its own requests are slow) or the stack's above it
+// (filesystem, journal, cgroup I/O throttle, virtualisation, FUSE). The
+// device latency is the block layer's request p99 (the blocklatency
+// collector, eBPF); without it, diskstats' mean await, a weaker witness
+// (a mean hides a tail), labelled source="diskstats".
+func attributionRecording(p Params) Group {
+	g := Group{Name: "diskcanary.attribution.recording"}
+	t := p.target()
+	// The kernel times requests per whole disk (a partition's and a
+	// device-mapper device's requests reach the disk under them); NaN
+	// (no request in the window) is dropped, not compared.
+	g.Rules = append(g.Rules, Rule{
+		Record: ruleDiskRequestP99,
+		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket[15m]))) >= 0", physicalDiskLabels),
+	})
+	// A probe's device: a disk is its own; a partition or dm/md device
+	// takes the slowest disk under it (diskcanary_disk_parent_info). One
+	// rule per op keeps the join one-to-many.
+	for _, op := range []string{"flush", "write", "read"} {
+		g.Rules = append(g.Rules, Rule{
+			Record: ruleDeviceRequestP99,
+			Labels: map[string]string{"op": op},
+			Expr: fmt.Sprintf(`%[2]s{op="%[3]s"}
+or
+max by (%[1]s, device, op) (
+  max by (%[1]s, device, disk) (diskcanary_disk_parent_info)
+  * on (%[1]s, disk) group_left (op)
+  label_replace(%[2]s{op="%[3]s"}, "disk", "$1", "device", "(.+)")
+)`, physicalDiskLabels, ruleDiskRequestP99, op),
+		})
+	}
+	for _, a := range attributedOps {
+		probeP99 := quantileRule(a.op, "p99", "15m")
+		// 1 for every target with a p99 (NaN: no samples in the window).
+		onTargets := fmt.Sprintf("((%s >= 0) * 0 + 1)", probeP99)
+		g.Rules = append(g.Rules, Rule{
+			Record: ruleTargetDeviceLat,
+			Labels: map[string]string{"op": a.op, "source": "blocklatency"},
+			Expr: fmt.Sprintf(`max by (%[1]s, device) (%[2]s{op=~"%[3]s"})
+* on (%[1]s, device) group_right ()
+%[4]s`, physicalDiskLabels, ruleDeviceRequestP99, a.requests, onTargets),
+		})
+		var awaits []string
+		for i, c := range a.awaits {
+			awaits = append(awaits, fmt.Sprintf(`label_replace(rate(%s[15m]) / (rate(%s[15m]) > 0), "request", "%d", "", "")`, c[0], c[1], i))
+		}
+		g.Rules = append(g.Rules, Rule{
+			Record: ruleTargetDeviceLat,
+			Labels: map[string]string{"op": a.op, "source": "diskstats"},
+			Expr: fmt.Sprintf(`(
+  max by (%[1]s, device) (
+    %[2]s
+  )
+  * on (%[1]s, device) group_right ()
+  %[3]s
+)
+unless on (%[1]s, device)
+%[4]s{op=~"%[5]s"}`, physicalDiskLabels, strings.Join(awaits, "\n    or\n    "), onTargets, ruleDeviceRequestP99, a.requests),
+		})
+		lat := fmt.Sprintf(`%s{op="%s"}`, ruleTargetDeviceLat, a.op)
+		share := fmt.Sprintf("on (%s) group_left () (%s * %s)", t, num(p.AttributionDeviceShare), probeP99)
+		for _, v := range []struct{ verdict, expr string }{
+			{verdictDevice, fmt.Sprintf("(%s >= %s)\nand on (%s)\n%s > %s", lat, share, t, probeP99, seconds(a.slow(p)))},
+			{verdictStack, fmt.Sprintf("(%s < %s)\nand on (%s)\n%s > %s", lat, share, t, probeP99, seconds(a.slow(p)))},
+			{verdictNone, fmt.Sprintf("%s\nand on (%s)\n%s <= %s", lat, t, probeP99, seconds(a.slow(p)))},
+		} {
+			g.Rules = append(g.Rules, Rule{
+				Record: ruleAttribution,
+				Labels: map[string]string{"op": a.op, "verdict": v.verdict},
+				Expr:   fmt.Sprintf("(\n%s\n) * 0 + 1", v.expr),
+			})
+		}
+	}
+	return g
+}
+
+// attributionText is the sentence a latency alert's description ends with,
+// from the target's attribution verdict when there is one (Prometheus
+// evaluates the query when it renders the alert).
+const attributionText = `{{ with printf "` + ruleAttribution + `{instance=%q,probe=%q,path=%q}" $labels.instance $labels.probe $labels.path | query }}{{ with first . }} Cause: {{ if eq .Labels.verdict "device" }}the device ({{ .Labels.source }}: its own requests are slow too){{ else if eq .Labels.verdict "stack" }}the stack above the device ({{ .Labels.source }}: its requests are not slow; look at the filesystem, its journal, a cgroup I/O limit, the hypervisor){{ else }}none over the last 15 minutes{{ end }}.{{ end }}{{ end }}`
+
 // alert builds an alerting rule with the runbook link every alert carries.
 func (p Params) alert(name, severity string, expr string, forDur time.Duration, summary, description string) Rule {
 	r := Rule{
@@ -266,22 +385,22 @@ func probeAlerts(p Params) Group {
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "15m"), seconds(p.FdatasyncSlow), samplesRule("fdatasync", "15m"), p.MinSamples),
 			p.FdatasyncSlowFor,
 			"fdatasync p99 above the etcd guidance of "+human(p.FdatasyncSlow),
-			"The 15-minute fdatasync p99 of "+onTarget+" is above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."),
+			"The 15-minute fdatasync p99 of "+onTarget+" is above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."+attributionText),
 		p.alert("DiskcanaryFdatasyncVerySlow", "warning",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentWarning), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
 			p.FdatasyncIncidentFor,
 			"fdatasync p99 at etcd incident level ("+human(p.FdatasyncIncidentWarning)+")",
-			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."),
+			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."+attributionText),
 		p.alert("DiskcanaryFdatasyncCritical", "critical",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentCritical), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
 			p.FdatasyncIncidentFor,
 			"fdatasync p99 above "+human(p.FdatasyncIncidentCritical),
-			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."),
+			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."+attributionText),
 		p.alert("DiskcanaryReadSlow", "warning",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("read", "p99", "15m"), seconds(p.ReadSlow), samplesRule("read", "15m"), p.MinSamples),
 			p.ReadSlowFor,
 			"O_DIRECT random-read p99 above "+human(p.ReadSlow),
-			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is above "+human(p.ReadSlow)+"."),
+			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is above "+human(p.ReadSlow)+"."+attributionText),
 		p.alert("DiskcanaryProbeStalled", "critical",
 			"diskcanary_probe_stalled == 1", p.StallFor,
 			"a disk I/O has been stuck past the stall threshold",

@@ -111,6 +111,23 @@ type alertCase struct {
 	fire   []string
 	expr   []exprTest
 	interv string
+	// cause is the attribution verdict the alert's text names
+	// ("device/blocklatency"), "" when the target has none.
+	cause string
+}
+
+// causeText is what attributionText renders for a verdict/source.
+func causeText(cause string) string {
+	verdict, source, _ := strings.Cut(cause, "/")
+	switch verdict {
+	case "":
+		return ""
+	case verdictDevice:
+		return " Cause: the device (" + source + ": its own requests are slow too)."
+	case verdictStack:
+		return " Cause: the stack above the device (" + source + ": its requests are not slow; look at the filesystem, its journal, a cgroup I/O limit, the hypervisor)."
+	}
+	return " Cause: none over the last 15 minutes."
 }
 
 var labelRef = regexp.MustCompile(`\{\{ \$labels\.(\w+) \}\}`)
@@ -135,6 +152,7 @@ func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 		}
 		ann := map[string]string{}
 		for k, v := range r.Annotations {
+			v = strings.ReplaceAll(v, attributionText, causeText(c.cause))
 			ann[k] = labelRef.ReplaceAllStringFunc(v, func(m string) string {
 				return lbls[labelRef.FindStringSubmatch(m)[1]]
 			})
@@ -162,6 +180,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 		"collection.yml":  collectionCases(),
 		"fleet-drift.yml": driftCases(),
 		"recording.yml":   recordingCases(p.IostatWindow),
+		"attribution.yml": attributionCases(),
 	}
 	out := map[string]unitTestFile{}
 	for name, cases := range files {
@@ -194,7 +213,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 // unit tests have (the test requires at least one of each).
 func AlertsCovered() map[string][2]int {
 	cov := map[string][2]int{}
-	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases()}
+	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases()}
 	for _, cs := range all {
 		for _, c := range cs {
 			if c.alert == "" {
@@ -515,4 +534,79 @@ func probeOf(op string) string {
 		return "randread"
 	}
 	return "wal"
+}
+
+// attributionCases: a slow probe target beside its disk's own request
+// latency (the blocklatency histogram of the disk under its partition or
+// dm device), or diskstats' mean await without it, and the verdict the
+// latency alerts name.
+func attributionCases() []alertCase {
+	const n = 60
+	const host = `job="diskcanary", instance="n1:9742"`
+	reqMetric := "diskcanary_disk_request_duration_seconds"
+	req := func(device, op string, bs ...bucket) []series {
+		return hist(reqMetric, host+`, device="`+device+`", op="`+op+`"`, n, bs...)
+	}
+	parent := func(device, disk string) []series {
+		return s(`diskcanary_disk_parent_info{`+host+`, device="`+device+`", disk="`+disk+`"}`, fmt.Sprintf("1x%d", n))
+	}
+	// fdatasync p99 20 ms (latencyCases' slow), 9.44 ms (edge); read 37.5 ms.
+	slow := hist(fdsMetric, walLabels, n, bucket{"0.005", 95}, bucket{"0.01", 97}, bucket{"0.025", 100})
+	edge := hist(fdsMetric, walLabels, n, bucket{"0.005", 190}, bucket{"0.01", 199}, bucket{"0.025", 200})
+	readSlow := hist(readMetric, readLabels, n, bucket{"0.01", 190}, bucket{"0.025", 196}, bucket{"0.05", 200})
+	// Flush requests: p99 9 ms (4 of 5 in (5, 10] ms), or 248.5 µs.
+	slowFlush := func(disk string) []series { return req(disk, "flush", bucket{"0.005", 95}, bucket{"0.01", 100}) }
+	fastFlush := func(disk string) []series { return req(disk, "flush", bucket{"0.0001", 0}, bucket{"0.00025", 100}) }
+	verdict := func(labels, op, source, v string) exprTest {
+		return exprTest{Expr: ruleAttribution, EvalTime: "40m", ExpSamples: []expSample{{
+			fmt.Sprintf(`%s{%s, op="%s", source="%s", verdict="%s"}`, ruleAttribution, labels, op, source, v), 1}}}
+	}
+	// one: the series of rule with exactly these labels is want.
+	one := func(rule, labels string, want float64) exprTest {
+		return near(rule+"{"+labels+"}", "40m", labels, want)
+	}
+	deviceLat := func(labels, op, source string, want float64) exprTest {
+		return one(ruleTargetDeviceLat, fmt.Sprintf(`%s, op="%s", source="%s"`, labels, op, source), want)
+	}
+	return []alertCase{
+		{name: "fdatasync p99 20 ms, its disk's flushes p99 9 ms: the device", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			input: concat(slow, parent("sda1", "sda"), slowFlush("sda"), parent("dm-0", "sda"), parent("dm-0", "sdb"), fastFlush("sdb")),
+			fire:  []string{walLabels}, cause: "device/blocklatency",
+			expr: []exprTest{
+				one(ruleDiskRequestP99, host+`, device="sda", op="flush"`, 0.009),
+				one(ruleDeviceRequestP99, host+`, device="sda1", op="flush"`, 0.009),
+				one(ruleDeviceRequestP99, host+`, device="sdb", op="flush"`, 0.0001+0.00015*0.99),
+				// A dm device over two disks takes the slower one.
+				one(ruleDeviceRequestP99, host+`, device="dm-0", op="flush"`, 0.009),
+				deviceLat(walLabels, "fdatasync", "blocklatency", 0.009),
+				verdict(walLabels, "fdatasync", "blocklatency", verdictDevice),
+			}},
+		{name: "fdatasync p99 20 ms, its disk's flushes p99 248.5 µs: the stack above the device", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			input: concat(slow, parent("sda1", "sda"), fastFlush("sda")),
+			fire:  []string{walLabels}, cause: "stack/blocklatency",
+			expr: []exprTest{
+				deviceLat(walLabels, "fdatasync", "blocklatency", 0.0001+0.00015*0.99),
+				verdict(walLabels, "fdatasync", "blocklatency", verdictStack),
+			}},
+		{name: "fdatasync p99 9.44 ms: no verdict to give, silent", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			input: concat(edge, parent("sda1", "sda"), fastFlush("sda")),
+			expr:  []exprTest{verdict(walLabels, "fdatasync", "blocklatency", verdictNone)}},
+		// Without the eBPF collector: diskstats' f_await 15 ms (1.5 s of
+		// flushing per 100 flushes a minute), w_await 5 ms.
+		{name: "fdatasync p99 20 ms, no blocklatency, f_await 15 ms: the device, by diskstats", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			input: concat(slow,
+				s(`diskcanary_disk_flush_requests_total{`+host+`, device="sda1"}`, "0+100x60"),
+				s(`diskcanary_disk_flush_requests_time_seconds_total{`+host+`, device="sda1"}`, "0+1.5x60"),
+				s(`diskcanary_disk_writes_completed_total{`+host+`, device="sda1"}`, "0+100x60"),
+				s(`diskcanary_disk_write_time_seconds_total{`+host+`, device="sda1"}`, "0+0.5x60")),
+			fire: []string{walLabels}, cause: "device/diskstats",
+			expr: []exprTest{
+				deviceLat(walLabels, "fdatasync", "diskstats", 0.015),
+				verdict(walLabels, "fdatasync", "diskstats", verdictDevice),
+			}},
+		{name: "read p99 37.5 ms, its disk's reads p99 37.5 ms: the device", alert: "DiskcanaryReadSlow", at: "40m",
+			input: concat(readSlow, parent("sda1", "sda"), req("sda", "read", bucket{"0.01", 190}, bucket{"0.025", 196}, bucket{"0.05", 200})),
+			fire:  []string{readLabels}, cause: "device/blocklatency",
+			expr: []exprTest{verdict(readLabels, "read", "blocklatency", verdictDevice)}},
+	}
 }

@@ -29,9 +29,10 @@ type Sample struct {
 
 // Alert is one alert of /api/v1/alerts.
 type Alert struct {
-	Labels map[string]string `json:"labels"`
-	State  string            `json:"state"`
-	Value  string            `json:"value"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
+	Value       string            `json:"value"`
 }
 
 // PrometheusBin returns the prometheus binary's path, or skips the test
