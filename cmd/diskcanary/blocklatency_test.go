@@ -3,11 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,16 +20,7 @@ import (
 // says so once in the log and on /metrics, and the probes and diskstats run.
 func TestBlocklatencyOffWithoutPrivilege(t *testing.T) {
 	testenv.RequireRoot(t)
-	base, err := os.MkdirTemp("", "diskcanary-nobody-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	// The test binary lives in a 0700 build directory: copy it where nobody
-	// can run it.
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	bin := filepath.Join(base, "diskcanary.test")
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	_, base := nobodyCmd(t)
 	probeDir := filepath.Join(base, "probe")
 	require.NoError(t, os.Mkdir(probeDir, 0o700))
 	require.NoError(t, os.Chown(probeDir, 65534, 65534))
@@ -44,10 +33,7 @@ smart:
 `, probeDir)), 0o644))
 
 	addr := testenv.FreeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Dir = base
-	cmd.Env = append(os.Environ(), asMainEnv+"="+strings.Join([]string{"serve", "--config.file", cfg, "--web.listen-address", addr}, "\x1f"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd, _ := nobodyCmd(t, "serve", "--config.file", cfg, "--web.listen-address", addr)
 	daemon := testenv.StartCmd(t, cmd)
 	daemon.WaitListening(t, addr, 10*time.Second)
 	body := waitMetrics(t, func() string { _, b, _ := get("http://" + addr + "/metrics"); return b }, "the collector off and the probe running",

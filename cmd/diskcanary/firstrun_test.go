@@ -161,23 +161,10 @@ probe "randread": %[1]s: cannot write in it as uid 0: read-only file system
 // unsafe) are each an error naming the probe, the path and the reason.
 func TestConfigCheckAsNonRoot(t *testing.T) {
 	testenv.RequireRoot(t)
-	base, err := os.MkdirTemp("", "diskcanary-check")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	// The test binary lives in a 0700 build directory: copy it where
-	// nobody can run it.
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	bin := filepath.Join(base, "diskcanary.test")
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
-	const nobody = 65534
+	_, base := nobodyCmd(t)
 	asNobody := func(dir string) (string, int) {
-		cmd := exec.Command(bin)
-		cmd.Dir = base
-		cmd.Env = append(os.Environ(), asMainEnv+"="+strings.Join([]string{"serve", "--config.check", "--probe.dir", dir}, "\x1f"))
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		_, stderr, code := runWith(t, cmd, &syscall.Credential{Uid: nobody, Gid: nobody})
+		cmd, _ := nobodyCmd(t, "serve", "--config.check", "--probe.dir", dir)
+		_, stderr, code := runWith(t, cmd, nil)
 		return stderr, code
 	}
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/diskcanary/diskcanary/collector/blocklatency"
 	"github.com/diskcanary/diskcanary/internal/iostat"
 )
 
@@ -24,6 +26,7 @@ type iostatFlags struct {
 	omitSinceBoot bool
 	omitIdle      bool
 	json          bool
+	latency       bool
 	procfs        string
 	sysfs         string
 }
@@ -42,10 +45,18 @@ The first report covers the time since boot unless -y is given. Without
 DEVICE arguments it shows whole disks that have done I/O since boot; named
 devices (partitions too) are always shown. INTERVAL is in seconds; without
 COUNT reports repeat until interrupted. Discard and flush columns appear
-when the kernel has them (Linux 4.18 and 5.5).`,
+when the kernel has them (Linux 4.18 and 5.5).
+
+--latency adds, after each interval's table, each whole disk's block request
+latency percentiles over the interval (r_p50 r_p99 w_p50 w_p99, d_ and f_
+where the kernel has them, in ms): the block layer's own issue-to-completion
+times, counted in the kernel by the blocklatency eBPF program, where await is
+a mean that hides the tail. It needs an INTERVAL, root or CAP_BPF and
+CAP_PERFMON, and a kernel with BTF.`,
 		Example: `  diskcanary iostat
   diskcanary iostat -y sda nvme0n1 2 5
-  diskcanary iostat --json 1 3 | jq '.disk[] | {disk_device, util}'`,
+  diskcanary iostat --json 1 3 | jq '.disk[] | {disk_device, util}'
+  diskcanary iostat --latency -y nvme0n1 5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd.Context(), cmd.OutOrStdout(), args)
 		},
@@ -54,6 +65,7 @@ when the kernel has them (Linux 4.18 and 5.5).`,
 	fl.BoolVarP(&f.omitSinceBoot, "omit-since-boot", "y", false, "skip the first report (statistics since boot) when an interval is given")
 	fl.BoolVarP(&f.omitIdle, "omit-idle", "z", false, "omit devices with no activity during the interval")
 	fl.BoolVar(&f.json, "json", false, "print each report as one JSON object per line (sysstat's per-device keys)")
+	fl.BoolVar(&f.latency, "latency", false, "also each disk's request latency p50/p99 over the interval, from the kernel's block layer (eBPF; root or CAP_BPF+CAP_PERFMON)")
 	fl.StringVar(&f.procfs, "path.procfs", "/proc", "procfs mountpoint")
 	fl.StringVar(&f.sysfs, "path.sysfs", "/sys", "sysfs mountpoint")
 	return cmd
@@ -99,6 +111,16 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 	if err != nil {
 		return err
 	}
+	var tracer *requestTracer
+	if f.latency {
+		if interval == 0 {
+			return &exitError{exitUsage, errors.New("--latency needs an INTERVAL: the percentiles are over an interval")}
+		}
+		if tracer, err = openRequestTracer(); err != nil {
+			return fmt.Errorf("--latency: %w", err)
+		}
+		defer tracer.close()
+	}
 	fs, err := blockdevice.NewFS(f.procfs, f.sysfs)
 	if err != nil {
 		return err
@@ -131,8 +153,20 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 		if err != nil {
 			return err
 		}
+		var latency map[string]iostat.RequestLatency
+		if tracer != nil {
+			// The program counts from when it was loaded: the first
+			// reading only starts the first interval.
+			if latency, err = tracer.interval(curr, sel.WholeDisk); err != nil {
+				return err
+			}
+			if n == 0 {
+				latency = nil
+			}
+		}
 		if !skip {
 			r := iostat.Build(prev, curr, sel, time.Now())
+			r.Latency = latency
 			if f.json {
 				err = r.WriteJSON(out)
 			} else {
@@ -169,4 +203,57 @@ func banner() string {
 		unix.ByteSliceToString(u.Sysname[:]), unix.ByteSliceToString(u.Release[:]),
 		unix.ByteSliceToString(u.Nodename[:]), time.Now().Format("01/02/06"),
 		unix.ByteSliceToString(u.Machine[:]), runtime.NumCPU())
+}
+
+// requestTracer reads the blocklatency program's histograms for iostat
+// --latency: each reading's percentiles are over the requests since the
+// last one.
+type requestTracer struct {
+	t    *blocklatency.Tracer
+	last map[blocklatency.Key][]uint64
+}
+
+func openRequestTracer() (*requestTracer, error) {
+	t, err := blocklatency.Open()
+	if err != nil {
+		var ue *blocklatency.UnavailableError
+		if errors.As(err, &ue) && ue.Reason == blocklatency.ReasonPermission {
+			return nil, fmt.Errorf("loading eBPF needs root or CAP_BPF and CAP_PERFMON: %w", err)
+		}
+		return nil, err
+	}
+	return &requestTracer{t: t, last: map[blocklatency.Key][]uint64{}}, nil
+}
+
+func (r *requestTracer) close() { r.t.Close() }
+
+// interval reads the histograms and returns each disk of snap's
+// percentiles since the previous call, by name; a disk without requests
+// has an empty entry (its line reads 0.00, as an idle disk's await).
+func (r *requestTracer) interval(snap iostat.Snapshot, wholeDisk func(string) bool) (map[string]iostat.RequestLatency, error) {
+	names := map[[2]uint32]string{}
+	out := map[string]iostat.RequestLatency{}
+	for _, d := range snap.Devices {
+		names[[2]uint32{d.Major, d.Minor}] = d.Name
+		if wholeDisk(d.Name) {
+			out[d.Name] = iostat.RequestLatency{}
+		}
+	}
+	now := map[blocklatency.Key][]uint64{}
+	err := r.t.Read(func(k blocklatency.Key, h blocklatency.Hist) {
+		slots := append([]uint64(nil), h.Slots...)
+		now[k] = slots
+		name, ok := names[[2]uint32{k.Major, k.Minor}]
+		if !ok {
+			return
+		}
+		l, ok := out[name]
+		if !ok {
+			return
+		}
+		prev := r.last[k]
+		l[k.Op] = iostat.Percentiles{P50: blocklatency.Quantile(0.5, prev, slots), P99: blocklatency.Quantile(0.99, prev, slots)}
+	})
+	r.last = now
+	return out, err
 }

@@ -1,6 +1,8 @@
 package blocklatency
 
 import (
+	"math"
+	"slices"
 	"sort"
 	"testing"
 
@@ -50,4 +52,26 @@ func TestSlotsFallInsideOneBucketOfEach(t *testing.T) {
 		require.Equal(t, c.classic, SlotClassic[s], "classic bucket of %d ns", c.ns)
 		require.Equal(t, c.native, SlotNative[s], "native bucket of %d ns", c.ns)
 	}
+}
+
+// The quantile of the requests between two readings, interpolated inside
+// a slot: 100 requests in the slot (2^-10 s, 1 ms] (976,562 ns floored to
+// 1,000,000 ns) have their median halfway, at 988,281 ns; 100 earlier
+// requests in the slot below 954 ns are not counted.
+func TestQuantileOverAnInterval(t *testing.T) {
+	prev := make([]uint64, len(Edges)+1)
+	curr := make([]uint64, len(Edges)+1)
+	ms := slices.Index(Edges, 1_000_000)
+	require.Equal(t, uint64(976_562), Edges[ms-1])
+	prev[0], curr[0] = 100, 100
+	curr[ms] = 100
+	require.InDelta(t, 988_281e-9, Quantile(0.5, prev, curr), 1e-15)
+	require.InDelta(t, (976_562+23_438*0.99)*1e-9, Quantile(0.99, prev, curr), 1e-15)
+	// Without prev, the first slot's 100 count: the median is its top.
+	require.InDelta(t, float64(Edges[0])*1e-9, Quantile(0.5, nil, curr), 1e-15)
+	require.True(t, math.IsNaN(Quantile(0.5, curr, curr)), "no request in the interval")
+	// Past the last edge (a request over 128 s): the last edge.
+	last := make([]uint64, len(Edges)+1)
+	last[len(Edges)] = 1
+	require.Equal(t, float64(Edges[len(Edges)-1])/1e9, Quantile(0.99, nil, last))
 }

@@ -3,6 +3,7 @@ package iostat
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -273,4 +274,37 @@ func TestBuildUptimeNotForwardUsesMonotonicInterval(t *testing.T) {
 	curr.UptimeCS = prev.UptimeCS
 	requireExtNear(t, want, onlyRow(t, prev, curr).Ext)
 	require.EqualValues(t, 200, Interval(prev, curr))
+}
+
+// iostat --latency: a second block with each disk's request latency
+// percentiles in ms (0.00 for an op without requests, as an await without
+// I/O); partitions, which the kernel issues no requests to, have no line.
+// The JSON puts the same keys in the disk's object.
+func TestWriteLatency(t *testing.T) {
+	nan := math.NaN()
+	r := Report{Discard: true, Flush: true, Rows: []Row{
+		{Device: "vda", Ext: Compute(prevC, currC, 200)},
+		{Device: "vda1", Ext: Compute(prevC, currC, 200)},
+	}, Latency: map[string]RequestLatency{"vda": {
+		"read": {0.000125, 0.0203}, "write": {0.0021, 0.0025}, "discard": {nan, nan}, "flush": {0.0195, 20.5},
+	}}}
+	var b bytes.Buffer
+	require.NoError(t, r.WriteTable(&b))
+	lines := strings.Split(b.String(), "\n")
+	require.Equal(t, []string{
+		"Device           r_p50    r_p99    w_p50    w_p99    d_p50    d_p99    f_p50    f_p99",
+		"vda               0.12    20.30     2.10     2.50     0.00     0.00    19.50 20500.00",
+		"",
+	}, lines[4:7])
+
+	b.Reset()
+	require.NoError(t, r.WriteJSON(&b))
+	var got struct {
+		Disk []map[string]any `json:"disk"`
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &got))
+	require.Equal(t, 0.12, got.Disk[0]["r_p50"])
+	require.Equal(t, 20500.0, got.Disk[0]["f_p99"])
+	require.Equal(t, 0.0, got.Disk[0]["d_p99"])
+	require.NotContains(t, got.Disk[1], "r_p50")
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -23,6 +24,40 @@ type Report struct {
 	// Discard and Flush say whether the kernel has those columns.
 	Discard, Flush bool
 	Rows           []Row
+	// Latency, when set, is each whole disk's block-request latency over
+	// the interval (iostat --latency), by device name.
+	Latency map[string]RequestLatency
+}
+
+// RequestLatency is one disk's request latency percentiles over an
+// interval, in seconds, by op (read, write, discard, flush): the block
+// layer's own histograms (the blocklatency collector), where await is a
+// mean. NaN for an op with no request.
+type RequestLatency map[string]Percentiles
+
+// Percentiles of one op.
+type Percentiles struct{ P50, P99 float64 }
+
+// latencyColumns are the ops the latency block shows, with sysstat's
+// column prefixes, in its column order.
+func (r Report) latencyColumns() (prefixes, ops []string) {
+	prefixes, ops = []string{"r", "w"}, []string{"read", "write"}
+	if r.Discard {
+		prefixes, ops = append(prefixes, "d"), append(ops, "discard")
+	}
+	if r.Flush {
+		prefixes, ops = append(prefixes, "f"), append(ops, "flush")
+	}
+	return prefixes, ops
+}
+
+// ms is a latency for the tables, in ms like await; 0.00 without
+// requests, as sysstat prints an await without I/O.
+func ms(s float64) float64 {
+	if math.IsNaN(s) {
+		return 0
+	}
+	return s * 1e3
 }
 
 // Selection decides which devices a report shows, as iostat does.
@@ -169,6 +204,28 @@ func (r Report) WriteTable(w io.Writer) error {
 		b.WriteByte('\n')
 	}
 	b.WriteByte('\n')
+	if r.Latency != nil {
+		// The same devices' request latency percentiles (ms): whole disks
+		// only, the level at which the kernel issues requests.
+		prefixes, ops := r.latencyColumns()
+		fmt.Fprintf(&b, "%-13s", "Device")
+		for _, p := range prefixes {
+			fmt.Fprintf(&b, "%9s%9s", p+"_p50", p+"_p99")
+		}
+		b.WriteByte('\n')
+		for _, row := range r.Rows {
+			l, ok := r.Latency[row.Device]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "%-13s", row.Device)
+			for _, op := range ops {
+				fmt.Fprintf(&b, " %8.2f %8.2f", ms(l[op].P50), ms(l[op].P99))
+			}
+			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -195,6 +252,12 @@ func (r Report) WriteJSON(w io.Writer) error {
 			}
 			// Two decimals, as iostat prints, keeps the two outputs comparable.
 			fmt.Fprintf(&b, `,%q:%.2f`, key, c.value(row.Ext))
+		}
+		if l, ok := r.Latency[row.Device]; ok {
+			prefixes, ops := r.latencyColumns()
+			for i, op := range ops {
+				fmt.Fprintf(&b, `,"%s_p50":%.2f,"%s_p99":%.2f`, prefixes[i], ms(l[op].P50), prefixes[i], ms(l[op].P99))
+			}
 		}
 		b.WriteByte('}')
 		disks = append(disks, json.RawMessage(b.String()))
