@@ -144,10 +144,7 @@ func openDirect(t *testing.T, dev string) int {
 // request into an fsync of the backing file.
 func TestBlocklatencyShowsInjectedDeviceDelay(t *testing.T) {
 	m := testfs.Start(t, "", "--read-delay", "20ms", "--sync-delay", "20ms")
-	img := filepath.Join(m.Dir, "disk.img")
-	require.NoError(t, os.WriteFile(img, nil, 0o600))
-	require.NoError(t, os.Truncate(img, 64<<20))
-	dev := testenv.LoopDevice(t, img, "--direct-io=on")
+	dev := m.LoopDevice(t)
 	name := filepath.Base(dev)
 	p := openBlocklatency(t, "/sys")
 	fd := openDirect(t, dev)

@@ -106,10 +106,7 @@ func TestBlocklatencyNativeHistogramInPrometheus(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.PrometheusBin(t)
 	m := testfs.Start(t, "", "--read-delay", "20ms")
-	img := filepath.Join(m.Dir, "disk.img")
-	require.NoError(t, os.WriteFile(img, nil, 0o600))
-	require.NoError(t, os.Truncate(img, 64<<20))
-	dev := testenv.LoopDevice(t, img, "--direct-io=on")
+	dev := m.LoopDevice(t)
 	name := filepath.Base(dev)
 
 	addr := testenv.FreeAddr(t)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -23,10 +22,7 @@ import (
 func TestIostatLatencyShowsTheDevicesReads(t *testing.T) {
 	testenv.RequireRoot(t)
 	m := testfs.Start(t, "", "--read-delay", "20ms")
-	img := filepath.Join(m.Dir, "disk.img")
-	require.NoError(t, os.WriteFile(img, nil, 0o600))
-	require.NoError(t, os.Truncate(img, 64<<20))
-	dev := testenv.LoopDevice(t, img, "--direct-io=on")
+	dev := m.LoopDevice(t)
 	name := filepath.Base(dev)
 	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	require.NoError(t, err)

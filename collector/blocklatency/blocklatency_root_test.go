@@ -3,7 +3,6 @@ package blocklatency
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -64,10 +63,7 @@ func directFD(t *testing.T, dev string) (int, []byte) {
 // request is either timed or dropped.
 func TestInFlightOverflowIsCounted(t *testing.T) {
 	m := testfs.Start(t, "", "--read-delay", "20ms")
-	img := filepath.Join(m.Dir, "disk.img")
-	require.NoError(t, os.WriteFile(img, nil, 0o600))
-	require.NoError(t, os.Truncate(img, 64<<20))
-	dev := testenv.LoopDevice(t, img, "--direct-io=on")
+	dev := m.LoopDevice(t)
 	tr := openLimited(t, 1, 0)
 
 	const readers, reads = 8, 5

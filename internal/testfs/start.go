@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // childEnv marks a test binary re-executed to be the FUSE server.
@@ -121,4 +123,20 @@ func (m *Mounted) stop(tb testing.TB) {
 	}
 	// Never leave a dead FUSE mount behind on a test machine.
 	_ = syscall.Unmount(m.Dir, syscall.MNT_DETACH)
+}
+
+// LoopDevice attaches a 64 MiB file on this filesystem to a loop device
+// that reads it with O_DIRECT (so every read reaches the filesystem and its
+// injected faults, no page cache answers) and turns a flush into an fsync of
+// it: a disk whose own requests carry the faults. Detached at cleanup.
+func (m *Mounted) LoopDevice(tb testing.TB) string {
+	tb.Helper()
+	img := filepath.Join(m.Dir, "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		tb.Fatal(err)
+	}
+	return testenv.LoopDevice(tb, img, "--direct-io=on")
 }
