@@ -301,7 +301,8 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 		for range jobs {
 			<-done
 		}
-		return mergeJobs(jobs)
+		res, _ := mergeJobs(jobs)
+		return res, err
 	}
 	defer cancelTimer()
 	var ticks <-chan struct{}
@@ -387,7 +388,7 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 				stuck = fmt.Sprintf("the run did not stop within %v", o.StallThreshold)
 			}
 			j.err = fmt.Errorf("%w after %d of %d samples: %s%s", cause, n, o.Samples, stuck, st.leftBehind())
-			j.finished = true
+			j.finished, j.hung = true, true
 		}
 	}
 }
@@ -401,11 +402,13 @@ type checkJob struct {
 	res      *CheckResult
 	err      error
 	finished bool // Check's own view: done received, or given up on
+	hung     bool // given up on: its error names the stuck I/O
 }
 
 // mergeJobs is the run's result: one job's as it is, several jobs' as the
 // worst one's, with every job's p99 beside it. A job certain to fail
-// stopped the others, so their interruption is not the run's error.
+// stopped the others, so their interruption is not the run's error; a
+// hung job's error, which names the stuck I/O, outranks the others'.
 func mergeJobs(jobs []*checkJob) (*CheckResult, error) {
 	if len(jobs) == 1 {
 		return jobs[0].res, jobs[0].err
@@ -434,7 +437,7 @@ func mergeJobs(jobs []*checkJob) (*CheckResult, error) {
 		if res.Untrusted == "" {
 			res.Untrusted = j.res.Untrusted
 		}
-		if err == nil && j.err != nil && !(exceeded && errors.Is(j.err, errInterrupted)) {
+		if j.err != nil && (err == nil || j.hung) && !(exceeded && errors.Is(j.err, errInterrupted)) {
 			err = j.err
 		}
 	}

@@ -51,6 +51,14 @@ func TestMergeJobsJudgesTheWorst(t *testing.T) {
 	_, err = mergeJobs([]*checkJob{job(us(100), false, nil), job(us(100), false, broken)})
 	require.ErrorIs(t, err, broken)
 
+	// Of two stopped jobs, the hung one's error says why.
+	interrupted := errors.New("interrupted after 3 of 4 samples")
+	stuck := errors.New("interrupted after 1 of 4 samples: an I/O has been in flight for 6s (hung disk?)")
+	hung := job(us(100), false, stuck)
+	hung.hung = true
+	_, err = mergeJobs([]*checkJob{job(us(100), false, interrupted), hung, job(us(100), false, interrupted)})
+	require.Equal(t, stuck, err)
+
 	one := job(us(100), false, nil)
 	res, _ = mergeJobs([]*checkJob{one})
 	require.Same(t, one.res, res, "one job is its own result")
