@@ -16,10 +16,17 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
-// Run as nobody, the daemon cannot load eBPF: the block-latency collector
-// says so once in the log and on /metrics, and the probes and diskstats run.
-func TestBlocklatencyOffWithoutPrivilege(t *testing.T) {
+// Run as nobody, the daemon cannot load eBPF nor read the kernel log
+// (kernel.dmesg_restrict=1): the block-latency collector and the kernel
+// log each say so once in the log and on /metrics, and the probes,
+// diskstats and the errors collector's sysfs and mount-table part run.
+func TestPrivilegedCollectorsOffWithoutPrivilege(t *testing.T) {
 	testenv.RequireRoot(t)
+	restrict, err := os.ReadFile("/proc/sys/kernel/dmesg_restrict")
+	require.NoError(t, err)
+	if strings.TrimSpace(string(restrict)) != "1" {
+		t.Skip("skipping: kernel.dmesg_restrict is not 1, so nobody may read /dev/kmsg here")
+	}
 	_, base := nobodyCmd(t)
 	probeDir := filepath.Join(base, "probe")
 	require.NoError(t, os.Mkdir(probeDir, 0o700))
@@ -41,7 +48,12 @@ smart:
 		`diskcanary_blocklatency_unavailable_info{reason="permission"} 1`,
 		`diskcanary_collector_success{collector="blocklatency"} 1`,
 		`diskcanary_collector_success{collector="diskstats"} 1`,
+		"diskcanary_kernel_log_available 0\n",
+		`diskcanary_kernel_log_unavailable_info{reason="permission"} 1`,
+		`diskcanary_collector_success{collector="errors"} 1`,
+		`diskcanary_filesystem_readonly{device=`,
 		`diskcanary_probe_success{probe="wal"} 1`)
+	require.NotContains(t, body, "diskcanary_disk_errors_total")
 	require.NotContains(t, body, "diskcanary_disk_request_duration_seconds")
 	require.NotContains(t, body, "diskcanary_blocklatency_dropped_requests_total")
 	require.Contains(t, body, "diskcanary_disk_reads_completed_total{", "diskstats runs")
@@ -57,6 +69,15 @@ smart:
 	require.Len(t, lines, 1, "one log line about the collector:\n%s", log)
 	require.Contains(t, lines[0], "blocklatency collector off: loading eBPF needs root or CAP_BPF and CAP_PERFMON")
 	require.Contains(t, lines[0], "reason=permission")
+
+	var kmsgLines []string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "kernel log") {
+			kmsgLines = append(kmsgLines, l)
+		}
+	}
+	require.Len(t, kmsgLines, 1, "one log line about the kernel log:\n%s", log)
+	require.Contains(t, kmsgLines[0], "kernel log not read: /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1")
 }
 
 // As root, a probe on a loop-device filesystem finds its device's own

@@ -49,7 +49,7 @@ func Resolve(path, procfs, sysfs string) (Target, error) {
 	if err != nil {
 		return t, err
 	}
-	t.Mountpoint, t.FSType, t.Source = m.mountpoint, m.fstype, m.source
+	t.Mountpoint, t.FSType, t.Source = m.Mountpoint, m.FSType, m.Source
 	t.Device = KernelName(sysfs, t.Major, t.Minor)
 	if t.Device == "" && strings.HasPrefix(t.Source, "/dev/") {
 		// btrfs (and some others) report an anonymous st_dev; the mount
@@ -75,26 +75,35 @@ func KernelName(sysfs string, major, minor uint32) string {
 	return filepath.Base(link)
 }
 
-type mountEntry struct {
-	mountpoint, fstype, source string
+// Mount is one line of mountinfo (proc(5)):
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+type Mount struct {
+	Major, Minor uint32
+	Mountpoint   string
+	FSType       string
+	Source       string
+	// ReadOnly is the mount's own flag (the sixth field); SuperReadOnly is
+	// the filesystem's (the super options). The kernel turning a
+	// filesystem read-only after an error (ext4 errors=remount-ro, btrfs
+	// "forced readonly") sets only the second. Newer ext4 (seen on 6.18)
+	// keeps "rw" there and adds "emergency_ro" instead, or "shutdown"
+	// after a forced shutdown (fs/ext4/super.c _ext4_show_options): both
+	// count as read-only.
+	ReadOnly, SuperReadOnly bool
 }
 
-// findMount picks the mountinfo entry with the longest mountpoint prefix of
-// path, preferring one whose MAJ:MIN matches the file's st_dev (bind mounts
-// and stacked mounts).
-func findMount(mountinfo, path string, major, minor uint32) (mountEntry, error) {
+// Mounts reads a mountinfo file (/proc/self/mountinfo).
+func Mounts(mountinfo string) ([]Mount, error) {
 	f, err := os.Open(mountinfo)
 	if err != nil {
-		return mountEntry{}, err
+		return nil, err
 	}
 	defer f.Close()
-	var best mountEntry
-	bestLen, bestDevMatch := -1, false
-	devID := fmt.Sprintf("%d:%d", major, minor)
+	var ms []Mount
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
 		fields := strings.Fields(sc.Text())
 		sep := -1
 		for i, f := range fields {
@@ -103,22 +112,56 @@ func findMount(mountinfo, path string, major, minor uint32) (mountEntry, error) 
 				break
 			}
 		}
-		if sep < 5 || sep+2 >= len(fields) {
+		if sep < 6 || sep+3 >= len(fields) {
 			continue
 		}
-		mp := unescape(fields[4])
-		if !within(path, mp) {
+		var m Mount
+		maj, min, _ := strings.Cut(fields[2], ":")
+		ma, err1 := strconv.ParseUint(maj, 10, 32)
+		mi, err2 := strconv.ParseUint(min, 10, 32)
+		if err1 != nil || err2 != nil {
 			continue
 		}
-		devMatch := fields[2] == devID
-		l := len(mp)
-		if l > bestLen || (l == bestLen && devMatch && !bestDevMatch) || (l == bestLen && devMatch == bestDevMatch) {
-			best = mountEntry{mountpoint: mp, fstype: fields[sep+1], source: unescape(fields[sep+2])}
-			bestLen, bestDevMatch = l, devMatch
+		m.Major, m.Minor = uint32(ma), uint32(mi)
+		m.Mountpoint = unescape(fields[4])
+		m.ReadOnly = hasOption(fields[5], "ro")
+		m.FSType, m.Source = fields[sep+1], unescape(fields[sep+2])
+		super := fields[sep+3]
+		m.SuperReadOnly = hasOption(super, "ro") || hasOption(super, "emergency_ro") || hasOption(super, "shutdown")
+		ms = append(ms, m)
+	}
+	return ms, sc.Err()
+}
+
+func hasOption(opts, o string) bool {
+	for _, x := range strings.Split(opts, ",") {
+		if x == o {
+			return true
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return best, err
+	return false
+}
+
+// findMount picks the mountinfo entry with the longest mountpoint prefix of
+// path, preferring one whose MAJ:MIN matches the file's st_dev (bind mounts
+// and stacked mounts).
+func findMount(mountinfo, path string, major, minor uint32) (Mount, error) {
+	ms, err := Mounts(mountinfo)
+	if err != nil {
+		return Mount{}, err
+	}
+	var best Mount
+	bestLen, bestDevMatch := -1, false
+	for _, m := range ms {
+		if !within(path, m.Mountpoint) {
+			continue
+		}
+		devMatch := m.Major == major && m.Minor == minor
+		l := len(m.Mountpoint)
+		if l > bestLen || (l == bestLen && devMatch && !bestDevMatch) || (l == bestLen && devMatch == bestDevMatch) {
+			best = m
+			bestLen, bestDevMatch = l, devMatch
+		}
 	}
 	if bestLen < 0 {
 		return best, fmt.Errorf("no mount found for %s in %s", path, mountinfo)

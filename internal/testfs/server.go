@@ -20,7 +20,7 @@ func Main(args []string) int {
 	fl := flag.NewFlagSet(Name, flag.ContinueOnError)
 	backing := fl.String("backing", "", "backing directory (use a tmpfs with --fake-sync for pure injected latency)")
 	mountpoint := fl.String("mountpoint", "", "where to mount")
-	control := fl.String("control", "", "unix socket for control commands (sync-delay, read-delay, sync-error, refuse-odirect, hang, hang-reads, release, stats)")
+	control := fl.String("control", "", "unix socket for control commands (sync-delay, read-delay, sync-error, io-error, refuse-odirect, hang, hang-reads, release, stats)")
 	syncDelay := fl.Duration("sync-delay", 0, "latency added to every fsync/fdatasync")
 	readDelay := fl.Duration("read-delay", 0, "latency added to every read")
 	fakeSync := fl.Bool("fake-sync", false, "answer flushes without flushing the backing directory")
@@ -113,6 +113,15 @@ func command(f *Faults, line string) string {
 			f.SetSyncError(syscall.ENOSPC)
 		case "none", "":
 			f.SetSyncError(0)
+		default:
+			return "error: unknown errno " + arg
+		}
+	case "io-error":
+		switch arg {
+		case "EIO":
+			f.SetIOError(syscall.EIO)
+		case "none", "":
+			f.SetIOError(0)
 		default:
 			return "error: unknown errno " + arg
 		}

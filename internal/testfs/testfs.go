@@ -3,7 +3,8 @@
 // fsync/fdatasync and reads. Tests and bench/ scripts use it for ground
 // truth (d ms injected per fdatasync must show up as d ms in the probe) and
 // for failures real disks produce only when they are dying: EIO on flush,
-// a flush or read that never returns until released.
+// EIO on every read and write (a loop device over it logs real block-layer
+// errors), a flush or read that never returns until released.
 //
 // It runs as its own process (Serve, or cmd/diskcanary-testfs) because a
 // FUSE server must never share a process with a client that can block on
@@ -30,6 +31,7 @@ type Faults struct {
 	mu        sync.Mutex
 	syncDelay time.Duration
 	syncErr   syscall.Errno
+	ioErr     syscall.Errno // reads and writes fail with it
 	readDelay time.Duration
 	// hold, when non-nil, blocks flushes (and reads if holdReads) until
 	// it is closed by Release.
@@ -52,6 +54,16 @@ func (f *Faults) SetReadDelay(d time.Duration) { f.mu.Lock(); f.readDelay = d; f
 // SetSyncError makes every flush fail with errno (0 clears it) without
 // reaching the backing file, like a disk whose cache flush fails.
 func (f *Faults) SetSyncError(errno syscall.Errno) { f.mu.Lock(); f.syncErr = errno; f.mu.Unlock() }
+
+// SetIOError makes every read and write fail with errno (0 clears it),
+// like a disk with unreadable and unwritable sectors.
+func (f *Faults) SetIOError(errno syscall.Errno) { f.mu.Lock(); f.ioErr = errno; f.mu.Unlock() }
+
+func (f *Faults) ioError() syscall.Errno {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ioErr
+}
 
 // RefuseDirect makes O_DIRECT opens fail with EINVAL (or succeed again).
 func (f *Faults) RefuseDirect(on bool) { f.mu.Lock(); f.refuseDirect = on; f.mu.Unlock() }
@@ -193,10 +205,23 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 
 func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n.faults.beforeRead(ctx)
+	if errno := n.faults.ioError(); errno != 0 {
+		return nil, errno
+	}
 	if r, ok := fh.(fs.FileReader); ok {
 		return r.Read(ctx, dest, off)
 	}
 	return nil, syscall.ENOTSUP
+}
+
+func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	if errno := n.faults.ioError(); errno != 0 {
+		return 0, errno
+	}
+	if w, ok := fh.(fs.FileWriter); ok {
+		return w.Write(ctx, data, off)
+	}
+	return 0, syscall.ENOTSUP
 }
 
 // Options configure a mount.

@@ -1,0 +1,127 @@
+package collector
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/kmsg"
+)
+
+// fakeTree writes files (path → content; content "->target" makes a
+// symlink) under a temporary root, laid out as the real sysfs and procfs
+// are for hardware this machine does not have.
+func fakeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		if len(c) > 2 && c[:2] == "->" {
+			require.NoError(t, os.Symlink(c[2:], full))
+			continue
+		}
+		require.NoError(t, os.WriteFile(full, []byte(c), 0o644))
+	}
+	return root
+}
+
+func newTestErrorsPart(t *testing.T, procfs, sysfs string) *errorsPart {
+	t.Helper()
+	p := &errorsPart{sysfs: sysfs, procfs: procfs, logger: slog.New(slog.DiscardHandler), counts: map[errorKey]uint64{}}
+	var err error
+	p.include, p.exclude, err = (&config.Diskstats{}).DeviceFilter()
+	require.NoError(t, err)
+	p.reason = "permission" // the log part is tested as root, on the real /dev/kmsg
+	return p
+}
+
+// A SATA disk's SCSI counters (sysfs prints them in hex), ext4's recorded
+// errors, and the read-only state from the mount table: a filesystem the
+// kernel made read-only under a rw mount is 1, one mounted ro on purpose 0.
+func TestErrorsFromSysfsAndMounts(t *testing.T) {
+	sysfs := fakeTree(t, map[string]string{
+		"block/sda": "->../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda",
+		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/ioerr_cnt":        "0x1a\n",
+		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/iotmo_cnt":        "0x2\n",
+		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/iodone_cnt":       "0x4d2\n",
+		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda/device": "->../../../0:0:0:0",
+		"dev/block/8:1":                       "->../../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda/sda1",
+		"dev/block/8:2":                       "->../../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda/sda2",
+		"fs/ext4/sda1/errors_count":           "3\n",
+		"fs/ext4/sda1/last_error_time":        "1795522723\n",
+		"fs/ext4/features/metadata_csum_seed": "supported\n",
+	})
+	procfs := fakeTree(t, map[string]string{
+		"self/mountinfo": "45 27 8:1 / /var/lib/etcd rw,relatime - ext4 /dev/sda1 rw,emergency_ro\n" +
+			"46 27 8:2 / /srv ro,relatime - ext4 /dev/sda2 ro\n" +
+			"47 27 0:22 / /run rw - tmpfs tmpfs rw\n",
+	})
+	s := scrape(t, newTestErrorsPart(t, procfs, sysfs))
+	require.Equal(t, map[string]float64{
+		`diskcanary_disk_scsi_io_errors_total{device="sda"}`:                              26,
+		`diskcanary_disk_scsi_io_timeouts_total{device="sda"}`:                            2,
+		`diskcanary_disk_scsi_io_done_total{device="sda"}`:                                1234,
+		`diskcanary_filesystem_recorded_errors{device="sda1",fstype="ext4",kind="error"}`: 3,
+		`diskcanary_filesystem_last_error_timestamp_seconds{device="sda1",fstype="ext4"}`: 1795522723,
+		`diskcanary_filesystem_readonly{device="sda1",mountpoint="/var/lib/etcd"}`:        1,
+		`diskcanary_filesystem_readonly{device="sda2",mountpoint="/srv"}`:                 0,
+		"diskcanary_kernel_log_available{}":                                               0,
+		`diskcanary_kernel_log_unavailable_info{reason="permission"}`:                     1,
+	}, s)
+}
+
+// Drivers name a device their own way; every disk error lands on the disk
+// names diskcanary_disk_info uses: an NVMe controller on its namespaces,
+// an ATA port and a SCSI address on their sd disk.
+func TestDiskErrorsJoinTheDisk(t *testing.T) {
+	sysfs := fakeTree(t, map[string]string{
+		"class/block/nvme0n1": "->../../devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1",
+		"class/block/nvme0n2": "->../../devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n2",
+		"class/block/sda":     "->../../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda",
+		"class/nvme/nvme0":    "->../../devices/pci0000:00/0000:00:04.0/nvme/nvme0",
+		"devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1/size": "1\n",
+		"devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n2/size": "1\n",
+		"devices/pci0000:00/0000:00:04.0/nvme/nvme0/model":        "QEMU NVMe Ctrl\n",
+		"block/sda": "->../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda",
+		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda/size": "1\n",
+		"class/scsi_device/0:0:0:0": "->../../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/scsi_device/0:0:0:0",
+		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/scsi_device/0:0:0:0/device": "->../../../0:0:0:0",
+	})
+	p := newTestErrorsPart(t, fakeTree(t, map[string]string{"self/mountinfo": ""}), sysfs)
+	for _, line := range []string{
+		"nvme nvme0: I/O 123 QID 4 timeout, aborting",
+		"ata1: hard resetting link",
+		"sd 0:0:0:0: Device offlined - not ready after error recovery",
+		"I/O error, dev sda, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2",
+		"nvme nvme7: Abort status: 0x0", // a controller sysfs does not know keeps its name
+	} {
+		p.count(kmsg.Record{Level: 3, Text: line}, 0)
+	}
+	p.count(kmsg.Record{Level: 6, Text: "EXT4-fs (sda1): mounted filesystem"}, 5)
+	p.reader, p.reason = &kmsg.Reader{}, ""
+	s := scrape(t, p)
+	for k := range s {
+		if strings.HasPrefix(k, "diskcanary_disk_scsi_") || strings.HasPrefix(k, "diskcanary_filesystem_") {
+			delete(s, k) // TestErrorsFromSysfsAndMounts
+		}
+	}
+	require.Equal(t, map[string]float64{
+		`diskcanary_disk_errors_total{device="nvme0n1",kind="timeout"}`:   1,
+		`diskcanary_disk_errors_total{device="nvme0n2",kind="timeout"}`:   1,
+		`diskcanary_disk_errors_total{device="sda",kind="reset"}`:         1,
+		`diskcanary_disk_errors_total{device="sda",kind="offline"}`:       1,
+		`diskcanary_disk_errors_total{device="sda",kind="io"}`:            1,
+		`diskcanary_disk_errors_total{device="nvme7",kind="abort"}`:       1,
+		"diskcanary_hung_tasks_total{}":                                   0,
+		"diskcanary_kernel_log_available{}":                               1,
+		"diskcanary_kernel_log_records_total{}":                           6,
+		`diskcanary_kernel_log_lost_records_total{reason="overwritten"}`:  5,
+		`diskcanary_kernel_log_lost_records_total{reason="series_limit"}`: 0,
+	}, s)
+}
