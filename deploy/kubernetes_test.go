@@ -467,7 +467,7 @@ func decodeAll(t *testing.T, stream []byte) manifests {
 }
 
 // TestSmartOverlay renders deploy/kubernetes/smart and checks that it adds
-// exactly SMART's and the eBPF collector's privileges to the base DaemonSet
+// exactly SMART's, the eBPF collector's and the kernel log's privileges to the base DaemonSet
 // and changes nothing else.
 func TestSmartOverlay(t *testing.T) {
 	base := decodeAll(t, kustomize(t, baseDir))
@@ -491,9 +491,9 @@ func TestSmartOverlay(t *testing.T) {
 	// Privileged, because only that opens the device cgroup to block devices.
 	require.True(t, *c.SecurityContext.Privileged)
 	require.True(t, *c.SecurityContext.AllowPrivilegeEscalation, "the API server refuses privileged without it")
-	// smartctl's two, and the eBPF collector's two (which privileged implies;
-	// listed so the grant names its users).
-	require.ElementsMatch(t, []corev1.Capability{"SYS_RAWIO", "SYS_ADMIN", "BPF", "PERFMON"}, c.SecurityContext.Capabilities.Add)
+	// smartctl's two, the eBPF collector's two and the kernel log's one
+	// (which privileged implies; listed so the grant names its users).
+	require.ElementsMatch(t, []corev1.Capability{"SYS_RAWIO", "SYS_ADMIN", "BPF", "PERFMON", "SYSLOG"}, c.SecurityContext.Capabilities.Add)
 	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 	hp, vm := hostPathAt(t, ds, c, "/dev")
 	require.Equal(t, "/dev", hp.Path)

@@ -56,9 +56,9 @@ func (u unit) one(t *testing.T, key string) string {
 	return v[0]
 }
 
-// The capabilities SMART and the eBPF block-latency collector need, and not
-// one more.
-var unitCaps = []string{"CAP_SYS_RAWIO", "CAP_SYS_ADMIN", "CAP_BPF", "CAP_PERFMON"}
+// The capabilities SMART, the eBPF block-latency collector and the kernel
+// log need, and not one more.
+var unitCaps = []string{"CAP_SYS_RAWIO", "CAP_SYS_ADMIN", "CAP_BPF", "CAP_PERFMON", "CAP_SYSLOG"}
 
 func TestSystemdUnit(t *testing.T) {
 	data, err := os.ReadFile(unitFile)
@@ -92,13 +92,14 @@ func TestSystemdUnit(t *testing.T) {
 	require.Equal(t, "yes", u.one(t, "ProtectHome"))
 	require.Equal(t, "yes", u.one(t, "PrivateTmp"))
 
-	// Devices: closed policy, read-only block devices (and NVMe controllers).
+	// Devices: closed policy, read-only block devices (and NVMe
+	// controllers) and the kernel log.
 	require.Equal(t, "closed", u.one(t, "DevicePolicy"))
 	require.NotEmpty(t, u["Service"]["DeviceAllow"])
 	for _, d := range u["Service"]["DeviceAllow"] {
 		spec, mode, _ := strings.Cut(d, " ")
 		require.Equal(t, "r", mode, "DeviceAllow=%s: read-only", d)
-		require.True(t, strings.HasPrefix(spec, "block-") || spec == "char-nvme", d)
+		require.True(t, strings.HasPrefix(spec, "block-") || spec == "char-nvme" || spec == "/dev/kmsg", d)
 	}
 	require.NotContains(t, u["Service"], "PrivateDevices", "it would hide the disks from smartctl")
 	require.NotContains(t, u["Service"], "CPUQuota", "throttling is measured as disk latency")
@@ -326,6 +327,7 @@ exec %[2]s --reuid=65534 --regid=65534 --groups=6 --inh-caps=%[3]s --ambient-cap
 	require.Regexp(t, outsideRO, body, "a probe outside ReadWritePaths gets EROFS")
 	require.Contains(t, body, "diskcanary_build_info{")
 	require.Contains(t, body, "diskcanary_blocklatency_available 1\n", "the unit's grant is enough for the eBPF collector")
+	require.Contains(t, body, "diskcanary_kernel_log_available 1\n", "the unit's grant is enough for the kernel log")
 
 	// The daemon's credentials: strace's child, named diskcanary.
 	pid := childNamed(t, cmd.Process.Pid, "diskcanary")
@@ -336,7 +338,7 @@ exec %[2]s --reuid=65534 --regid=65534 --groups=6 --inh-caps=%[3]s --ambient-cap
 		require.NotNil(t, m, name)
 		return strings.TrimSpace(string(m[1]))
 	}
-	const want = "000000c000220000" // bits 17 (CAP_SYS_RAWIO), 21 (CAP_SYS_ADMIN), 38 (CAP_PERFMON), 39 (CAP_BPF)
+	const want = "000000c400220000" // bits 17 (CAP_SYS_RAWIO), 21 (CAP_SYS_ADMIN), 34 (CAP_SYSLOG), 38 (CAP_PERFMON), 39 (CAP_BPF)
 	for _, f := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
 		require.Equal(t, want, field(f), f)
 	}
