@@ -2,6 +2,7 @@ package rulegen
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
+	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
 // expression is one PromQL query and where it comes from.
@@ -176,6 +179,34 @@ var notDiskcanary = map[string]string{
 // Add a name here only with the reason it cannot be live.
 var notLiveHere = map[string]string{}
 
+// kernelLogSeries appear only after the kernel logs a storage error, and
+// only to a daemon that may read /dev/kmsg (root here, CAP_SYSLOG).
+var kernelLogSeries = []string{"diskcanary_disk_errors_total", "diskcanary_filesystem_errors_total"}
+
+// provokeKernelErrors makes the kernel log real storage errors for a
+// running daemon to count: a read of a loop device over the FUSE test
+// filesystem failing with EIO, and an ext4 error (trigger_fs_error) on a
+// loop-device filesystem. It reports false without root.
+func provokeKernelErrors(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	m := testfs.Start(t, t.TempDir())
+	dev := m.LoopDevice(t)
+	m.Do(t, "io-error EIO")
+	if f, err := os.Open(dev); err == nil {
+		_, _ = f.Read(make([]byte, 4096)) // buffered: the kernel reads ahead and fails
+		f.Close()
+	}
+	_, fsDev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(fsDev), "trigger_fs_error")
+	if err := os.WriteFile(trigger, []byte("diskcanary consistency test"), 0); err != nil {
+		t.Fatalf("ext4 error: %v", err)
+	}
+	return true
+}
+
 // TestExpressionsUseLiveMetrics: every metric name in the rules and
 // dashboards is a recording rule, or a metric family a running `diskcanary
 // serve` exports on /metrics (probes on a temp dir, one broken probe, SMART
@@ -204,9 +235,19 @@ smart:
   smartctl: %[2]s
 `, dir, fake))
 	d := startServe(t, bin, "--config.file", cfg)
+	notLive := maps.Clone(notLiveHere)
+	var wantKernel []string
+	if provokeKernelErrors(t) {
+		wantKernel = kernelLogSeries
+	} else {
+		for _, n := range kernelLogSeries {
+			notLive[n] = "needs root: the daemon reads the kernel log with CAP_SYSLOG, and the test makes the errors with loop devices"
+		}
+	}
 	want := []string{"diskcanary_fdatasync_duration_seconds", "diskcanary_read_duration_seconds",
 		"diskcanary_probe_failures_total", "diskcanary_disk_reads_completed_total",
 		"diskcanary_smart_healthy", "diskcanary_smart_reallocated_sectors", "diskcanary_smart_critical_warning", "diskcanary_smart_available_spare_ratio"}
+	want = append(want, wantKernel...)
 	var fams map[string]*dto.MetricFamily
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -260,18 +301,18 @@ smart:
 					t.Errorf("%s is matched on label %q, which the live series do not have (used by %s)", n, l, used[n][0])
 				}
 			}
-		case notLiveHere[n] != "":
+		case notLive[n] != "":
 		default:
 			t.Errorf("%s (used by %s) is neither on a live diskcanary /metrics nor a recording rule", n, used[n][0])
 		}
 	}
-	for n := range notLiveHere {
+	for n := range notLive {
 		if live[n] {
 			t.Errorf("%s is live now: drop it from notLiveHere", n)
 		}
 	}
 	t.Logf("%d metric names used: %d live on /metrics, %d recording rules, %d allowlisted (%d not live here, %d not diskcanary's)",
-		len(names), liveCount, countIn(names, recorded), len(notLiveHere)+len(notDiskcanary), len(notLiveHere), len(notDiskcanary))
+		len(names), liveCount, countIn(names, recorded), len(notLive)+len(notDiskcanary), len(notLive), len(notDiskcanary))
 }
 
 func countIn(names []string, set map[string]bool) int {

@@ -62,6 +62,15 @@ type Params struct {
 	SelfDriftFor    time.Duration
 
 	IostatWindow time.Duration
+	// Kernel errors (the errors collector): a storm is ErrorStormCount or
+	// more timeouts, aborts, resets or link losses on one disk within
+	// ErrorStormWindow (one retried command is routine; a run of them
+	// stalls I/O for seconds); any other error alerts when it appeared
+	// within ErrorWindow, which is also the look-back of the latency
+	// alerts' "kernel errors on this disk" sentence.
+	ErrorStormCount  int
+	ErrorStormWindow time.Duration
+	ErrorWindow      time.Duration
 	// AttributionDeviceShare: a slow probe target is blamed on its device
 	// when the device's own latency for the matching requests is at least
 	// this share of the probe's p99, else on the stack above the device.
@@ -115,6 +124,9 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
+		ErrorStormCount:           3,
+		ErrorStormWindow:          10 * time.Minute,
+		ErrorWindow:               time.Hour,
 		AttributionDeviceShare:    0.2,
 		JobSelector:               `job="diskcanary"`,
 		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
@@ -165,6 +177,9 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.SelfDriftFloor, "self-drift.floor", p.SelfDriftFloor, "self drift: and above this absolute p99")
 	fs.DurationVar(&p.SelfDriftFor, "self-drift.for", p.SelfDriftFor, "for: of the self drift alerts")
 	fs.DurationVar(&p.IostatWindow, "iostat.window", p.IostatWindow, "rate window of the iostat recording rules")
+	fs.IntVar(&p.ErrorStormCount, "errors.storm-count", p.ErrorStormCount, "timeouts, aborts, resets or link losses on one disk within errors.storm-window that page")
+	fs.DurationVar(&p.ErrorStormWindow, "errors.storm-window", p.ErrorStormWindow, "window of the kernel error storm alert")
+	fs.DurationVar(&p.ErrorWindow, "errors.window", p.ErrorWindow, "window in which any other kernel storage error alerts, and the latency alerts' look-back for errors on the same disk")
 	fs.StringVar(&p.JobSelector, "job-selector", p.JobSelector, "label matchers selecting the diskcanary scrape job in up{}")
 	fs.Var(stringList{&p.TargetLabels}, "target-labels", "comma-separated labels that identify one probe target")
 	fs.StringVar(&p.CohortLabel, "cohort-label", p.CohortLabel, "target label naming a user-defined cohort (else: disk model)")

@@ -119,6 +119,7 @@ func Rules(p Params) RuleFile {
 		attributionRecording(p),
 		probeAlerts(p),
 		smartAlerts(p),
+		errorsAlerts(p),
 		collectionAlerts(p),
 		driftAlerts(p),
 	}}
@@ -376,6 +377,25 @@ func (p Params) alert(name, severity string, expr string, forDur time.Duration, 
 	return r
 }
 
+// stormKinds are the disk error kinds that mean a command did not
+// complete: each stalls I/O for the driver's timeout (30 s by default for
+// SCSI and NVMe) and a run of them is what a multi-second stall is made of.
+const stormKinds = "timeout|timeout_polled|abort|reset|link_down|offline"
+
+// errorsText is the sentence a latency or stall alert's description ends
+// with when the kernel logged storage errors in the window on the probe's
+// device: its disks' errors (through diskcanary_disk_parent_info), errors
+// the kernel named with the device itself (a partition's buffer errors),
+// and its filesystem's errors. Prometheus runs the query when it renders
+// the alert; with none, nothing is added.
+func (p Params) errorsText() string {
+	w := promDuration(p.ErrorWindow)
+	q := "sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q}[" + w + "]) and on (device) label_replace(diskcanary_disk_parent_info{instance=%q,device=%q}, `device`, `$1`, `disk`, `(.+)`)" +
+		" or increase(diskcanary_disk_errors_total{instance=%q,device=%q}[" + w + "])" +
+		" or increase(diskcanary_filesystem_errors_total{instance=%q,device=%q,kind!=`warning`}[" + w + "])) > 0"
+	return "{{ with printf \"" + q + "\" $labels.instance $labels.instance $labels.device $labels.instance $labels.device $labels.instance $labels.device | query | sortByLabel \"kind\" }} Kernel storage errors on this device in the last " + w + ":{{ range . }} {{ .Labels.kind }} ×{{ printf \"%.0f\" .Value }}{{ end }}.{{ end }}"
+}
+
 const onTarget = "{{ $labels.instance }} probe {{ $labels.probe }} ({{ $labels.path }} on {{ $labels.device }})"
 
 func probeAlerts(p Params) Group {
@@ -385,26 +405,26 @@ func probeAlerts(p Params) Group {
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "15m"), seconds(p.FdatasyncSlow), samplesRule("fdatasync", "15m"), p.MinSamples),
 			p.FdatasyncSlowFor,
 			"fdatasync p99 above the etcd guidance of "+human(p.FdatasyncSlow),
-			"The 15-minute fdatasync p99 of "+onTarget+" is above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."+attributionText),
+			"The 15-minute fdatasync p99 of "+onTarget+" is above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryFdatasyncVerySlow", "warning",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentWarning), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
 			p.FdatasyncIncidentFor,
 			"fdatasync p99 at etcd incident level ("+human(p.FdatasyncIncidentWarning)+")",
-			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."+attributionText),
+			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryFdatasyncCritical", "critical",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentCritical), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
 			p.FdatasyncIncidentFor,
 			"fdatasync p99 above "+human(p.FdatasyncIncidentCritical),
-			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."+attributionText),
+			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryReadSlow", "warning",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("read", "p99", "15m"), seconds(p.ReadSlow), samplesRule("read", "15m"), p.MinSamples),
 			p.ReadSlowFor,
 			"O_DIRECT random-read p99 above "+human(p.ReadSlow),
-			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is above "+human(p.ReadSlow)+"."+attributionText),
+			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is above "+human(p.ReadSlow)+"."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryProbeStalled", "critical",
 			"diskcanary_probe_stalled == 1", p.StallFor,
 			"a disk I/O has been stuck past the stall threshold",
-			"Probe {{ $labels.probe }} on {{ $labels.instance }} has an I/O in flight past its stall threshold: the disk (or the filesystem above it) is hung."),
+			"Probe {{ $labels.probe }} on {{ $labels.instance }} has an I/O in flight past its stall threshold: the disk (or the filesystem above it) is hung."+p.errorsText()),
 		p.alert("DiskcanaryProbeFailing", "warning",
 			"diskcanary_probe_success == 0", p.ProbeFailingFor,
 			"a probe cannot measure its target",
@@ -468,6 +488,42 @@ func smartAlerts(p Params) Group {
 	return g
 }
 
+// errorsAlerts page on what the kernel says of its disks and filesystems
+// (the errors collector), by severity: a storm of timeouts and resets
+// (I/O stalls now), medium errors (data the disk cannot read), other I/O
+// errors, filesystem errors, and a filesystem the kernel made read-only.
+func errorsAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.errors.alerts"}
+	w, sw := promDuration(p.ErrorWindow), promDuration(p.ErrorStormWindow)
+	on := "{{ $labels.device }} on {{ $labels.instance }}"
+	byKind := "{{ with printf \"sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q,device=%q}[" + w + "])) > 0\" $labels.instance $labels.device | query | sortByLabel \"kind\" }} By kind:{{ range . }} {{ .Labels.kind }} ×{{ printf \"%.0f\" .Value }}{{ end }}.{{ end }}"
+	g.Rules = append(g.Rules,
+		p.alert("DiskcanaryDiskTimeoutStorm", "critical",
+			fmt.Sprintf("sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind=~%q}[%s])) >= %d", stormKinds, sw, p.ErrorStormCount), 0,
+			"disk timeouts and resets: I/O is stalling",
+			fmt.Sprintf("The kernel logged {{ $value | printf \"%%.0f\" }} command timeouts, aborts, resets or link losses on %s in the last %s (%d or more page): each one stalls I/O for the driver's timeout.", on, sw, p.ErrorStormCount)+byKind),
+		p.alert("DiskcanaryDiskMediumErrors", "warning",
+			fmt.Sprintf(`sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind="medium"}[%s])) > 0`, w), 0,
+			"the disk cannot read or write some of its sectors",
+			"The kernel logged medium errors on "+on+" in the last "+w+": the disk failed requests for sectors it cannot read or write. Compare SMART's pending and reallocated sectors."),
+		p.alert("DiskcanaryDiskIOErrors", "warning",
+			fmt.Sprintf(`sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind!~"medium|%s"}[%s])) > 0`, stormKinds, w), 0,
+			"I/O errors on a disk",
+			"The kernel logged I/O errors on "+on+" in the last "+w+"."+byKind),
+		p.alert("DiskcanaryFilesystemErrors", "warning",
+			fmt.Sprintf(`sum by (job, instance, device, fstype) (increase(diskcanary_filesystem_errors_total{kind!="warning"}[%[1]s]))
+or
+sum by (job, instance, device, fstype) (delta(diskcanary_filesystem_recorded_errors[%[1]s]) > 0)`, w), 0,
+			"filesystem errors",
+			"The {{ $labels.fstype }} filesystem on "+on+" reported errors in the last "+w+" (diskcanary_filesystem_errors_total by kind: error, io, corruption, journal_abort, shutdown, remount_ro): run its fsck at the next chance; an XFS shutdown or an aborted journal stops all writes now."),
+		p.alert("DiskcanaryFilesystemReadOnly", "critical",
+			"diskcanary_filesystem_readonly == 1", 0,
+			"the kernel made a filesystem read-only",
+			"The kernel holds the filesystem on "+on+" at {{ $labels.mountpoint }} read-only after an error, under a read-write mount: every write to it fails (etcd on it stops). Fix the cause, fsck, remount."),
+	)
+	return g
+}
+
 func collectionAlerts(p Params) Group {
 	g := Group{Name: "diskcanary.collection.alerts"}
 	on := "{{ $labels.device }} on {{ $labels.instance }}"
@@ -492,6 +548,10 @@ func collectionAlerts(p Params) Group {
 			"diskcanary_collector_success == 0", p.CollectorFailingFor,
 			"a diskcanary collector is failing",
 			"The {{ $labels.collector }} collector of {{ $labels.instance }} has failed every scrape for "+promDuration(p.CollectorFailingFor)+"."),
+		p.alert("DiskcanaryKernelLogUnread", "info",
+			fmt.Sprintf("diskcanary_kernel_log_available == 0\nor\nincrease(diskcanary_kernel_log_lost_records_total[%s]) > 0", promDuration(p.ErrorWindow)), p.CollectorFailingFor,
+			"kernel storage errors are not all counted",
+			"diskcanary on {{ $labels.instance }} does not read the kernel log (diskcanary_kernel_log_unavailable_info says why: CAP_SYSLOG, /dev/kmsg) or lost records to a wrapping ring buffer: disk and filesystem error alerts may stay silent."),
 		p.alert("DiskcanaryExporterDown", "warning",
 			fmt.Sprintf("up{%s} == 0", p.JobSelector), p.ExporterDownFor,
 			"diskcanary is down",

@@ -114,6 +114,12 @@ type alertCase struct {
 	// cause is the attribution verdict the alert's text names
 	// ("device/blocklatency"), "" when the target has none.
 	cause string
+	// kernelErrors is what the latency alerts' errors sentence renders to
+	// (p.errorsText), "" when no kernel error is on the device.
+	kernelErrors string
+	// description, when set, is the expected description verbatim (for
+	// alerts whose text renders values and queries).
+	description string
 }
 
 // causeText is what attributionText renders for a verdict/source.
@@ -153,9 +159,13 @@ func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 		ann := map[string]string{}
 		for k, v := range r.Annotations {
 			v = strings.ReplaceAll(v, attributionText, causeText(c.cause))
+			v = strings.ReplaceAll(v, p.errorsText(), c.kernelErrors)
 			ann[k] = labelRef.ReplaceAllStringFunc(v, func(m string) string {
 				return lbls[labelRef.FindStringSubmatch(m)[1]]
 			})
+		}
+		if c.description != "" {
+			ann["description"] = c.description
 		}
 		at.ExpAlerts = append(at.ExpAlerts, expAlert{ExpLabels: lbls, ExpAnnotations: ann})
 	}
@@ -181,6 +191,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 		"fleet-drift.yml": driftCases(),
 		"recording.yml":   recordingCases(p.IostatWindow),
 		"attribution.yml": attributionCases(),
+		"errors.yml":      errorsCases(),
 	}
 	out := map[string]unitTestFile{}
 	for name, cases := range files {
@@ -213,7 +224,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 // unit tests have (the test requires at least one of each).
 func AlertsCovered() map[string][2]int {
 	cov := map[string][2]int{}
-	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases()}
+	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases(), errorsCases()}
 	for _, cs := range all {
 		for _, c := range cs {
 			if c.alert == "" {
