@@ -15,8 +15,8 @@ func errorsCases() []alertCase {
 	slow := hist(fdsMetric, walLabels, n, bucket{"0.005", 95}, bucket{"0.01", 97}, bucket{"0.025", 100})
 	return []alertCase{
 		{name: "3 timeouts and resets on one disk in 10 minutes: a storm", alert: "DiskcanaryDiskTimeoutStorm", at: "10m",
-			input: concat(disk("sda", "timeout", "0x4 1 2 2x12"), disk("sda", "reset", "0x6 1x12"), disk("sdb", "timeout", "0x4 1x14")),
-			fire:  []string{host + `, device="sda"`},
+			input:       concat(disk("sda", "timeout", "0x4 1 2 2x12"), disk("sda", "reset", "0x6 1x12"), disk("sdb", "timeout", "0x4 1x14")),
+			fire:        []string{host + `, device="sda"`},
 			description: "The kernel logged 3 command timeouts, aborts, resets or link losses on sda on n1:9742 in the last 10m (3 or more page): each one stalls I/O for the driver's timeout. By kind: reset ×1 timeout ×2."},
 		{name: "2 timeouts in 10 minutes: silent", alert: "DiskcanaryDiskTimeoutStorm", at: "10m",
 			input: disk("sda", "timeout", "0x4 1 2 2x12")},
@@ -26,8 +26,8 @@ func errorsCases() []alertCase {
 		{name: "medium errors from before the window: silent", alert: "DiskcanaryDiskMediumErrors", at: "10m",
 			input: disk("sdc", "medium", "4x20")},
 		{name: "I/O errors, not timeouts nor medium", alert: "DiskcanaryDiskIOErrors", at: "10m",
-			input: concat(disk("loop3", "io", "0x4 2x15"), disk("loop3", "buffer_io", "0x4 1x15"), disk("sdc", "timeout", "0x4 2x15"), disk("sdd", "medium", "0x4 1x15")),
-			fire:  []string{host + `, device="loop3"`},
+			input:       concat(disk("loop3", "io", "0x4 2x15"), disk("loop3", "buffer_io", "0x4 1x15"), disk("sdc", "timeout", "0x4 2x15"), disk("sdd", "medium", "0x4 1x15")),
+			fire:        []string{host + `, device="loop3"`},
 			description: "The kernel logged I/O errors on loop3 on n1:9742 in the last 1h. By kind: buffer_io ×1 io ×2."},
 		{name: "only timeouts and medium errors: not I/O errors", alert: "DiskcanaryDiskIOErrors", at: "10m",
 			input: concat(disk("sdc", "timeout", "0x4 2x15"), disk("sdd", "medium", "0x4 1x15"))},
