@@ -323,6 +323,22 @@ func nodeDashboard(p Params) *Dashboard {
 	l.add(d, table("Verdict per probe target: device (its requests are slow), stack (they are not), none (not slow)",
 		q{fmt.Sprintf(`%s%s`, ruleAttribution, ti), ""}), 24, 4)
 
+	// Devices on the chosen disk: the disk itself, its partitions and the
+	// dm/md devices over it (diskcanary_disk_parent_info maps a whole disk
+	// to itself), so its filesystems' errors show beside its own.
+	onDiskDevices := `on (job, instance, device) diskcanary_disk_parent_info{job="$job", instance="$instance", disk="$disk"}`
+	l.row(d, "Kernel errors on this disk and its filesystems")
+	l.add(d, timeseries("Disk errors the kernel logged, by kind", "none",
+		q{fmt.Sprintf(`sum by (kind) (increase(diskcanary_disk_errors_total%s[$__rate_interval]))`, dd), "{{kind}}"}), 8, 7)
+	l.add(d, timeseries("Filesystem errors the kernel logged, by device and kind", "none",
+		q{fmt.Sprintf("sum by (device, fstype, kind) (increase(diskcanary_filesystem_errors_total%s[$__rate_interval]) and %s)", ii, onDiskDevices), "{{device}} {{fstype}} {{kind}}"}), 8, 7)
+	l.add(d, stat("Filesystems the kernel made read-only", "none",
+		q{fmt.Sprintf("sum(diskcanary_filesystem_readonly%s and %s) or vector(0)", ii, onDiskDevices), ""}), 8, 7)
+	l.add(d, table("Exact counters: SCSI commands failed and timed out (SCSI/SATA disks), errors the filesystems recorded on disk",
+		q{fmt.Sprintf(`diskcanary_disk_scsi_io_errors_total%s`, dd), ""},
+		q{fmt.Sprintf(`diskcanary_disk_scsi_io_timeouts_total%s`, dd), ""},
+		q{fmt.Sprintf("diskcanary_filesystem_recorded_errors%s and %s", ii, onDiskDevices), ""}), 24, 5)
+
 	w := p.IostatWindow
 	r := func(name string) string { return iostatRuleName(name, w) + dd }
 	l.row(d, "iostat -dx (recording rules, "+promDuration(w)+" windows)")
