@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -124,4 +125,21 @@ func TestDiskErrorsJoinTheDisk(t *testing.T) {
 		`diskcanary_kernel_log_lost_records_total{reason="overwritten"}`:  5,
 		`diskcanary_kernel_log_lost_records_total{reason="series_limit"}`: 0,
 	}, s)
+}
+
+// A kernel that logs errors for ever-new device names cannot grow the
+// daemon's memory: past 4,096 device/kind pairs the rest are counted as
+// lost, not kept.
+func TestKernelLogSeriesLimit(t *testing.T) {
+	p := newTestErrorsPart(t, fakeTree(t, map[string]string{"self/mountinfo": ""}), t.TempDir())
+	for i := range 4100 {
+		p.count(kmsg.Record{Level: 3, Text: fmt.Sprintf("I/O error, dev loop%d, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2", i)}, 0)
+	}
+	p.count(kmsg.Record{Level: 3, Text: "I/O error, dev loop7, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2"}, 0)
+	p.reader, p.reason = &kmsg.Reader{}, ""
+	s := scrape(t, p)
+	require.Len(t, p.counts, 4096)
+	require.Equal(t, 4.0, s[`diskcanary_kernel_log_lost_records_total{reason="series_limit"}`])
+	require.Equal(t, 2.0, s[`diskcanary_disk_errors_total{device="loop7",kind="io"}`], "a known pair still counts")
+	require.NotContains(t, s, `diskcanary_disk_errors_total{device="loop4099",kind="io"}`)
 }
