@@ -367,28 +367,51 @@ func btrfsDeviceNames(base string) map[string]string {
 	return map[string]string{devids[0].Name(): devs[0].Name()}
 }
 
-// updateReadonly exports, for every block-backed mount, whether the
-// kernel made its filesystem read-only under a read-write mount.
+// updateReadonly exports, per block device with a mounted filesystem,
+// whether the kernel made that filesystem read-only under a read-write
+// mount. Read-only is a superblock's state, so there is one series per
+// device, named by its shortest mountpoint: a node's many bind mounts of
+// one filesystem (kubelet's volume subpaths) add no series. The mount
+// table is this process's (--path.procfs/self/mountinfo, as the probes
+// resolve their directories): in a container, the filesystems mounted
+// into it, the probe directories' among them.
 func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
 	mounts, err := blockdev.Mounts(filepath.Join(p.procfs, "self/mountinfo"))
 	if err != nil {
 		return err
 	}
-	seen := map[[2]string]bool{}
+	type fsState struct {
+		mountpoint string
+		held       bool // the kernel holds it read-only under a rw mount
+	}
+	byDevice := map[string]*fsState{}
+	var order []string
 	for _, m := range mounts {
 		dev := blockdev.KernelName(p.sysfs, m.Major, m.Minor)
 		if dev == "" && strings.HasPrefix(m.Source, "/dev/") {
 			dev = filepath.Base(m.Source) // btrfs's anonymous st_dev
 		}
-		if dev == "" || seen[[2]string{dev, m.Mountpoint}] {
+		if dev == "" {
 			continue
 		}
-		seen[[2]string{dev, m.Mountpoint}] = true
-		v := 0.0
+		st := byDevice[dev]
+		if st == nil {
+			st = &fsState{mountpoint: m.Mountpoint}
+			byDevice[dev] = st
+			order = append(order, dev)
+		} else if len(m.Mountpoint) < len(st.mountpoint) {
+			st.mountpoint = m.Mountpoint
+		}
 		if m.SuperReadOnly && !m.ReadOnly {
+			st.held = true
+		}
+	}
+	for _, dev := range order {
+		v := 0.0
+		if byDevice[dev].held {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(fsReadonlyDesc, prometheus.GaugeValue, v, dev, m.Mountpoint)
+		ch <- prometheus.MustNewConstMetric(fsReadonlyDesc, prometheus.GaugeValue, v, dev, byDevice[dev].mountpoint)
 	}
 	return nil
 }

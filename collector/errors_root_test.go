@@ -45,7 +45,7 @@ func scrape(t *testing.T, p Part) map[string]float64 {
 
 // startErrorsPart runs the errors part on the real /dev/kmsg (root) until
 // the test ends, or until the returned stop is called.
-func startErrorsPart(t *testing.T) (*errorsPart, func()) {
+func startErrorsPart(t testing.TB) (*errorsPart, func()) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	p, err := newErrorsPart(Options{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})

@@ -143,3 +143,25 @@ func TestKernelLogSeriesLimit(t *testing.T) {
 	require.Equal(t, 2.0, s[`diskcanary_disk_errors_total{device="loop7",kind="io"}`], "a known pair still counts")
 	require.NotContains(t, s, `diskcanary_disk_errors_total{device="loop4099",kind="io"}`)
 }
+
+// Read-only is the filesystem's state: one series per device however many
+// times it is mounted, named by its shortest mountpoint.
+func TestReadonlyOneSeriesPerFilesystem(t *testing.T) {
+	sysfs := fakeTree(t, map[string]string{
+		"dev/block/8:1": "->../../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda/sda1",
+	})
+	procfs := fakeTree(t, map[string]string{
+		"self/mountinfo": "45 27 8:1 / /var/lib/kubelet rw,relatime - ext4 /dev/sda1 rw,emergency_ro\n" +
+			"46 27 8:1 /pods/x /var/lib/kubelet/pods/x/volume-subpaths/a ro,relatime - ext4 /dev/sda1 rw,emergency_ro\n" +
+			"47 27 8:1 / /mnt/a rw,relatime - ext4 /dev/sda1 rw,emergency_ro\n",
+	})
+	s := scrape(t, newTestErrorsPart(t, procfs, sysfs))
+	require.Equal(t, 1.0, s[`diskcanary_filesystem_readonly{device="sda1",mountpoint="/mnt/a"}`])
+	n := 0
+	for k := range s {
+		if strings.HasPrefix(k, "diskcanary_filesystem_readonly{") {
+			n++
+		}
+	}
+	require.Equal(t, 1, n)
+}

@@ -1,6 +1,7 @@
 package kmsg
 
 import (
+	"fmt"
 	"testing"
 	"unicode/utf8"
 
@@ -225,4 +226,33 @@ func FuzzParseClassify(f *testing.F) {
 			t.Fatalf("kind %q", ev.Kind)
 		}
 	})
+}
+
+// BenchmarkClassify: what sorting one record costs, over a mix of real
+// lines (storage errors of each family, and the chatter that is most of a
+// kernel log).
+func BenchmarkClassify(b *testing.B) {
+	lines := []string{
+		"I/O error, dev loop3, sector 0 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2",
+		"nvme nvme1: I/O tag 123 (007b) opcode 0x1 (Write) QID 4 timeout, aborting req_op:WRITE(1) size:4096",
+		"EXT4-fs error (device loop4): trigger_test_error:129: diskcanary test",
+		"XFS (sda1): metadata I/O error in \"xfs_buf_ioend+0x1a5/0x3c0 [xfs]\" at daddr 0x10 len 8 error 5",
+		"e1000e 0000:00:19.0 eth0: NIC Link is Up 1000 Mbps Full Duplex, Flow Control: Rx/Tx",
+		"audit: type=1400 audit(1700000000.123:42): apparmor=\"DENIED\" operation=\"open\"",
+		"EXT4-fs (loop0): mounted filesystem r/w with ordered data mode. Quota mode: none.",
+		"IPv6: ADDRCONF(NETDEV_CHANGE): veth0: link becomes ready",
+	}
+	recs := make([][]byte, len(lines))
+	for i, l := range lines {
+		recs[i] = []byte(fmt.Sprintf("3,%d,1000,-;%s\n", i, l))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := Parse(recs[i%len(recs)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		Classify(r)
+	}
 }
