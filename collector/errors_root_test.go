@@ -198,3 +198,16 @@ func TestFilesystemErrorRemountsReadOnlyAndClears(t *testing.T) {
 	require.NoError(t, err)
 	f.Close()
 }
+
+// A real btrfs filesystem's per-device error stats, read from sysfs: all
+// five kinds, zero on a fresh filesystem, on the device's kernel name.
+func TestBtrfsRecordedErrorsFromSysfs(t *testing.T) {
+	_, dev := testenv.LoopFSIn(t, "/dev/shm", 128<<20, "btrfs")
+	p, _ := startErrorsPart(t)
+	s := scrape(t, p)
+	for _, kind := range []string{"write", "read", "flush", "corruption", "generation"} {
+		key := fmt.Sprintf(`diskcanary_filesystem_recorded_errors{device=%q,fstype="btrfs",kind=%q}`, filepath.Base(dev), kind)
+		require.Contains(t, s, key)
+		require.Equal(t, 0.0, s[key], key)
+	}
+}
