@@ -25,7 +25,7 @@ import (
 //     arrive, so a scrape only copies counts;
 //   - exact counters the kernel keeps in sysfs, read on scrape: SCSI's
 //     per-device ioerr_cnt / iotmo_cnt / iodone_cnt, ext4's errors_count
-//     and error times, btrfs's per-device error stats (XFS and NVMe keep
+//     and first and last error times, btrfs's per-device error stats (XFS and NVMe keep
 //     none there: theirs come only from the log, and NVMe's error log
 //     through SMART);
 //   - the mount table: a filesystem the kernel turned read-only under a
@@ -68,6 +68,9 @@ var (
 	fsRecordedErrorsDesc = prometheus.NewDesc(namespace+"_filesystem_recorded_errors",
 		"Errors the filesystem itself keeps on disk, across mounts until fsck or a reset clears them: ext4's superblock error count (kind=error, /sys/fs/ext4/DEV/errors_count), btrfs's per-device error stats (kind=write, read, flush, corruption, generation).",
 		[]string{"device", "fstype", "kind"}, nil)
+	fsFirstErrorDesc = prometheus.NewDesc(namespace+"_filesystem_first_error_timestamp_seconds",
+		"When ext4 first recorded an error in its superblock since fsck last cleared it (/sys/fs/ext4/DEV/first_error_time; 0: never).",
+		[]string{"device", "fstype"}, nil)
 	fsLastErrorDesc = prometheus.NewDesc(namespace+"_filesystem_last_error_timestamp_seconds",
 		"When ext4 last recorded an error in its superblock (/sys/fs/ext4/DEV/last_error_time; 0: never).",
 		[]string{"device", "fstype"}, nil)
@@ -322,6 +325,9 @@ func (p *errorsPart) updateFilesystems(ch chan<- prometheus.Metric) {
 			continue // "features" and other non-device entries
 		}
 		ch <- prometheus.MustNewConstMetric(fsRecordedErrorsDesc, prometheus.GaugeValue, n, e.Name(), "ext4", "error")
+		if t, ok := readUint(filepath.Join(dir, "first_error_time")); ok {
+			ch <- prometheus.MustNewConstMetric(fsFirstErrorDesc, prometheus.GaugeValue, t, e.Name(), "ext4")
+		}
 		if t, ok := readUint(filepath.Join(dir, "last_error_time")); ok {
 			ch <- prometheus.MustNewConstMetric(fsLastErrorDesc, prometheus.GaugeValue, t, e.Name(), "ext4")
 		}
