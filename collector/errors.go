@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -97,6 +98,9 @@ type errorsPart struct {
 
 	reader *kmsg.Reader // nil when the log cannot be read
 	reason string
+	// noMounts is set once the mount table could not be read (a
+	// --path.procfs without self/mountinfo): said once, then skipped.
+	noMounts atomic.Bool
 
 	mu           sync.Mutex
 	counts       map[errorKey]uint64
@@ -235,7 +239,11 @@ func (p *errorsPart) Update(ch chan<- prometheus.Metric) error {
 	p.updateLog(ch)
 	p.updateSCSI(ch)
 	p.updateFilesystems(ch)
-	return p.updateReadonly(ch)
+	if err := p.updateReadonly(ch); err != nil && !p.noMounts.Swap(true) {
+		// The read-only state is one part of three; the rest stands.
+		p.logger.Warn("no mount table: diskcanary_filesystem_readonly is not exported (check --path.procfs)", "err", err)
+	}
+	return nil
 }
 
 func (p *errorsPart) updateLog(ch chan<- prometheus.Metric) {

@@ -165,3 +165,17 @@ func TestReadonlyOneSeriesPerFilesystem(t *testing.T) {
 	}
 	require.Equal(t, 1, n)
 }
+
+// A --path.procfs without a mount table costs the read-only state only,
+// said once: the scrape succeeds and the other parts export.
+func TestErrorsWithoutMountTable(t *testing.T) {
+	var logs strings.Builder
+	sysfs := fakeTree(t, map[string]string{"fs/ext4/sda1/errors_count": "0\n"})
+	p := newTestErrorsPart(t, t.TempDir(), sysfs)
+	p.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	for range 3 {
+		s := scrape(t, p)
+		require.Contains(t, s, `diskcanary_filesystem_recorded_errors{device="sda1",fstype="ext4",kind="error"}`)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "no mount table"), logs.String())
+}
