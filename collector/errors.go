@@ -113,17 +113,10 @@ func newErrorsPart(o Options) (Part, error) {
 	if err != nil {
 		return nil, err
 	}
+	// SysFS and ProcFS come from --path.sysfs and --path.procfs (default
+	// /sys, /proc); no second default here.
 	p := &errorsPart{sysfs: o.Config.SysFS, procfs: o.Config.ProcFS, include: include, exclude: exclude,
 		logger: o.Logger, counts: map[errorKey]uint64{}}
-	if p.sysfs == "" {
-		p.sysfs = "/sys"
-	}
-	if p.procfs == "" {
-		p.procfs = "/proc"
-	}
-	if p.logger == nil {
-		p.logger = slog.New(slog.DiscardHandler)
-	}
 	r, err := kmsg.Open("/dev/kmsg")
 	switch {
 	case err == nil:

@@ -60,22 +60,21 @@ smart:
 
 	log, err := os.ReadFile(daemon.Log)
 	require.NoError(t, err)
-	var lines []string
-	for _, l := range strings.Split(string(log), "\n") {
-		if strings.Contains(l, "blocklatency") {
-			lines = append(lines, l)
+	linesWith := func(sub string) []string {
+		var out []string
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, sub) {
+				out = append(out, l)
+			}
 		}
+		return out
 	}
+	lines := linesWith("blocklatency")
 	require.Len(t, lines, 1, "one log line about the collector:\n%s", log)
 	require.Contains(t, lines[0], "blocklatency collector off: loading eBPF needs root or CAP_BPF and CAP_PERFMON")
 	require.Contains(t, lines[0], "reason=permission")
 
-	var kmsgLines []string
-	for _, l := range strings.Split(string(log), "\n") {
-		if strings.Contains(l, "kernel log") {
-			kmsgLines = append(kmsgLines, l)
-		}
-	}
+	kmsgLines := linesWith("kernel log")
 	require.Len(t, kmsgLines, 1, "one log line about the kernel log:\n%s", log)
 	require.Contains(t, kmsgLines[0], "kernel log not read: /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1")
 }

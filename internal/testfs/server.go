@@ -105,25 +105,15 @@ func command(f *Faults, line string) string {
 		} else {
 			f.SetReadDelay(d)
 		}
-	case "sync-error":
-		switch arg {
-		case "EIO":
-			f.SetSyncError(syscall.EIO)
-		case "ENOSPC":
-			f.SetSyncError(syscall.ENOSPC)
-		case "none", "":
-			f.SetSyncError(0)
-		default:
+	case "sync-error", "io-error":
+		errno, ok := map[string]syscall.Errno{"EIO": syscall.EIO, "ENOSPC": syscall.ENOSPC, "none": 0, "": 0}[arg]
+		if !ok {
 			return "error: unknown errno " + arg
 		}
-	case "io-error":
-		switch arg {
-		case "EIO":
-			f.SetIOError(syscall.EIO)
-		case "none", "":
-			f.SetIOError(0)
-		default:
-			return "error: unknown errno " + arg
+		if fields[0] == "sync-error" {
+			f.SetSyncError(errno)
+		} else {
+			f.SetIOError(errno)
 		}
 	case "refuse-odirect":
 		f.RefuseDirect(arg != "off")
