@@ -176,6 +176,9 @@ func expectedHealth(doc any) Health {
 		}
 		h.ReallocatedSectors = jnum(j(doc, "scsi_grown_defect_list"))
 		h.WearUsedRatio = scaled(jnum(j(doc, "scsi_percentage_used_endurance_indicator")), 0.01)
+		if h.PowerCycles == nil {
+			h.PowerCycles = jnum(j(doc, "scsi_start_stop_cycle_counter", "accumulated_start_stop_cycles"))
+		}
 		var sum float64
 		any := false
 		for _, k := range []string{"read", "write", "verify"} {
@@ -269,6 +272,15 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 	},
 	"scsi-intel-raid1-volume-windows-rc4-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
 		require.Nil(t, r.Health.TemperatureCelsius, "temperature 0 on a RAID volume is no sensor")
+	},
+	"scsi-sas-hdd-15k-seagate-st600mp-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 1090.0, *r.Health.PowerCycles, "SCSI: accumulated start-stop cycles")
+	},
+	"scsi-sas-ssd-hgst-husmr3280-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 0.0, *r.Health.PowerCycles, "a reported 0 is 0, not null")
+	},
+	"scsi-sas-hdd-anonymised-v7.2-telegraf.json": func(t *testing.T, r *Result) {
+		require.Nil(t, r.Health.PowerCycles, "no start-stop page: null")
 	},
 	"scsi-sas-hdd-envtemp-v7.4-starosdev.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 38.0, *r.Health.TemperatureCelsius, "from the environmental reports page")

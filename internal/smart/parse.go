@@ -322,6 +322,9 @@ func (r *Result) scsi(raw *rawOutput) {
 	}
 	h.ReallocatedSectors = num(raw.SCSIGrownDefect)
 	h.WearUsedRatio = percent(raw.SCSIPctUsed)
+	if h.PowerCycles == nil && raw.SCSIStartStop != nil {
+		h.PowerCycles = num(raw.SCSIStartStop.AccumulatedStartStopCycles)
+	}
 	if l := raw.SCSIErrorLog; l != nil {
 		var sum float64
 		var any bool

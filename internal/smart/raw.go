@@ -47,6 +47,13 @@ type rawOutput struct {
 	SCSIPctUsed     optInt                `json:"scsi_percentage_used_endurance_indicator"`
 	SCSIErrorLog    *rawSCSIErrs          `json:"scsi_error_counter_log"`
 	SCSIEnvReports  map[string]rawEnvTemp `json:"scsi_environmental_reports"`
+	SCSIStartStop   *rawSCSIStartStop     `json:"scsi_start_stop_cycle_counter"`
+}
+
+// rawSCSIStartStop is the SCSI Start-Stop Cycle Counter log page (0x0e):
+// a SAS disk's power cycles are its accumulated start-stop cycles.
+type rawSCSIStartStop struct {
+	AccumulatedStartStopCycles optInt `json:"accumulated_start_stop_cycles"`
 }
 
 type rawSmartctl struct {
