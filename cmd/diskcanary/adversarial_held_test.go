@@ -194,7 +194,7 @@ smart: {enabled: false}
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(p.Log)
 		return strings.Contains(string(b), "releases the probe directory's lock, only when the kernel returns it")
-	}, 10*time.Second, 50*time.Millisecond, "the hung I/O is reported at shutdown")
+	}, 30*time.Second, 50*time.Millisecond, "the hung I/O is reported at shutdown (after the HTTP server's and the probes' 5 s graces; slower under -race on a loaded machine)")
 	time.Sleep(500 * time.Millisecond)
 	select {
 	case <-p.Done:

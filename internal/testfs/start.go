@@ -98,11 +98,18 @@ func Start(tb testing.TB, backing string, args ...string) *Mounted {
 	return m
 }
 
-// Do sends a control command and fails the test on error.
+// Do sends a control command and fails the test on error. A hang is
+// released at cleanup before anything the test started after the mount is
+// stopped: cleanups run last-registered first, so a test that fails while
+// its daemon waits in the hung filesystem would otherwise wait for ever in
+// the cleanup that stops the daemon, never reaching this mount's own.
 func (m *Mounted) Do(tb testing.TB, cmd string) {
 	tb.Helper()
 	if _, err := m.Control.Do(cmd); err != nil {
 		tb.Fatalf("testfs %s: %v", cmd, err)
+	}
+	if strings.HasPrefix(cmd, "hang") {
+		tb.Cleanup(func() { _, _ = m.Control.Do("release") })
 	}
 }
 
