@@ -289,12 +289,15 @@ exec %[2]s --reuid=65534 --regid=65534 --groups=6 --inh-caps=%[3]s --ambient-cap
 	logs, err := os.Create(filepath.Join(base, "daemon.log"))
 	require.NoError(t, err)
 	cmd.Stdout, cmd.Stderr = logs, logs
+	// Its own process group: strace detaches its tracee when it is killed,
+	// so killing the first process alone would leave the daemon running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	logText := func() string { b, _ := os.ReadFile(logs.Name()); return string(b) }
 	defer func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 		if t.Failed() {
 			t.Logf("daemon output:\n%s", logText())
