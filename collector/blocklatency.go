@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"errors"
-	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -34,8 +33,8 @@ type blocklatencyPart struct {
 	tracer *blocklatency.Tracer // nil when the kernel or privileges do not allow it
 	reason blocklatency.Reason
 
-	sysfs            string
-	include, exclude *regexp.Regexp
+	sysfs string
+	deviceFilter
 }
 
 // blocklatencyHint says what to do about each reason, in the one log line.
@@ -46,12 +45,12 @@ var blocklatencyHint = map[blocklatency.Reason]string{
 }
 
 func newBlocklatencyPart(o Options) (Part, error) {
-	include, exclude, err := o.Config.Diskstats.DeviceFilter()
+	filter, err := newDeviceFilter(o.Config)
 	if err != nil {
 		return nil, err
 	}
 	// SysFS comes from --path.sysfs (default /sys); no second default here.
-	p := &blocklatencyPart{sysfs: o.Config.SysFS, include: include, exclude: exclude}
+	p := &blocklatencyPart{sysfs: o.Config.SysFS, deviceFilter: filter}
 	t, err := blocklatency.Open()
 	if err != nil {
 		p.reason = blocklatency.ReasonUnsupported
@@ -113,13 +112,6 @@ func (p *blocklatencyPart) Update(ch chan<- prometheus.Metric) error {
 		p.tracer.Forget(d.major, d.minor)
 	}
 	return err
-}
-
-func (p *blocklatencyPart) included(name string) bool {
-	if p.include != nil {
-		return p.include.MatchString(name)
-	}
-	return !p.exclude.MatchString(name)
 }
 
 // requestBucketBounds are the classic upper bounds, shared by every

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
@@ -19,6 +20,26 @@ import (
 )
 
 const namespace = "diskcanary"
+
+// deviceFilter is the diskstats device filter (include/exclude regexes),
+// which every part that exports per-disk series honours.
+type deviceFilter struct {
+	include, exclude *regexp.Regexp
+}
+
+func newDeviceFilter(c *config.Config) (deviceFilter, error) {
+	include, exclude, err := c.Diskstats.DeviceFilter()
+	return deviceFilter{include, exclude}, err
+}
+
+// included reports whether the device name passes the filter: include
+// replaces the default exclude when set.
+func (f deviceFilter) included(name string) bool {
+	if f.include != nil {
+		return f.include.MatchString(name)
+	}
+	return !f.exclude.MatchString(name)
+}
 
 // Part is one source of metrics. Update must answer from memory or from
 // kernel pseudo-files: anything that can hang on a disk (probes, smartctl)

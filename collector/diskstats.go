@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +42,11 @@ const staticRefresh = 5 * time.Minute
 // in base units, one diskcanary_disk_info series per device from sysfs, and
 // diskcanary_disk_parent_info, the device → physical disk join.
 type diskstatsCollector struct {
-	fs      blockdevice.FS
-	sysfs   string
-	include *regexp.Regexp
-	exclude *regexp.Regexp
-	logger  *slog.Logger
-	now     func() time.Time
+	fs    blockdevice.FS
+	sysfs string
+	deviceFilter
+	logger *slog.Logger
+	now    func() time.Time
 
 	// Counters present on every kernel, in /proc/diskstats order.
 	readsCompleted, readsMerged, readBytes, readTime       *prometheus.Desc
@@ -96,7 +94,7 @@ func newDiskstatsPart(o Options) (Part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diskstats: %w", err)
 	}
-	include, exclude, err := c.Diskstats.DeviceFilter()
+	filter, err := newDeviceFilter(c)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +110,7 @@ func newDiskstatsPart(o Options) (Part, error) {
 		return prometheus.NewDesc(namespace+"_disk_"+name, help, []string{"device"}, nil)
 	}
 	return &diskstatsCollector{
-		fs: fs, sysfs: sysfs, include: include, exclude: exclude, logger: logger, now: time.Now,
+		fs: fs, sysfs: sysfs, deviceFilter: filter, logger: logger, now: time.Now,
 
 		readsCompleted: d("reads_completed_total", "The total number of reads completed successfully."),
 		readsMerged:    d("reads_merged_total", "The total number of adjacent reads merged into one."),
@@ -145,13 +143,6 @@ func newDiskstatsPart(o Options) (Part, error) {
 
 		static: map[string]*deviceStatic{},
 	}, nil
-}
-
-func (c *diskstatsCollector) included(name string) bool {
-	if c.include != nil {
-		return c.include.MatchString(name)
-	}
-	return !c.exclude.MatchString(name)
 }
 
 func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {

@@ -92,9 +92,9 @@ type errorKey struct {
 
 // errorsPart counts what the kernel says about storage errors.
 type errorsPart struct {
-	sysfs, procfs    string
-	include, exclude *regexp.Regexp
-	logger           *slog.Logger
+	sysfs, procfs string
+	deviceFilter
+	logger *slog.Logger
 
 	reader *kmsg.Reader // nil when the log cannot be read
 	reason string
@@ -109,13 +109,13 @@ type errorsPart struct {
 }
 
 func newErrorsPart(o Options) (Part, error) {
-	include, exclude, err := o.Config.Diskstats.DeviceFilter()
+	filter, err := newDeviceFilter(o.Config)
 	if err != nil {
 		return nil, err
 	}
 	// SysFS and ProcFS come from --path.sysfs and --path.procfs (default
 	// /sys, /proc); no second default here.
-	p := &errorsPart{sysfs: o.Config.SysFS, procfs: o.Config.ProcFS, include: include, exclude: exclude,
+	p := &errorsPart{sysfs: o.Config.SysFS, procfs: o.Config.ProcFS, deviceFilter: filter,
 		logger: o.Logger, counts: map[errorKey]uint64{}}
 	r, err := kmsg.Open("/dev/kmsg")
 	switch {
@@ -221,13 +221,6 @@ func (p *errorsPart) disksOf(name string) []string {
 	return disks
 }
 
-func (p *errorsPart) included(name string) bool {
-	if p.include != nil {
-		return p.include.MatchString(name)
-	}
-	return !p.exclude.MatchString(name)
-}
-
 func (p *errorsPart) Update(ch chan<- prometheus.Metric) error {
 	p.updateLog(ch)
 	p.updateSCSI(ch)
@@ -288,6 +281,12 @@ func readUint(path string) (float64, bool) {
 	return float64(v), err == nil
 }
 
+// scsiCounters are the SCSI midlayer's per-device counter files.
+var scsiCounters = []struct {
+	file string
+	desc *prometheus.Desc
+}{{"ioerr_cnt", scsiIOErrorsDesc}, {"iotmo_cnt", scsiTimeoutsDesc}, {"iodone_cnt", scsiDoneDesc}}
+
 // updateSCSI exports the SCSI midlayer's per-device command counters
 // (drivers/scsi/scsi_sysfs.c: iodone_cnt, ioerr_cnt, iotmo_cnt).
 func (p *errorsPart) updateSCSI(ch chan<- prometheus.Metric) {
@@ -298,13 +297,15 @@ func (p *errorsPart) updateSCSI(ch chan<- prometheus.Metric) {
 			continue
 		}
 		dev := filepath.Join(p.sysfs, "block", name, "device")
-		for _, c := range []struct {
-			file string
-			desc *prometheus.Desc
-		}{{"ioerr_cnt", scsiIOErrorsDesc}, {"iotmo_cnt", scsiTimeoutsDesc}, {"iodone_cnt", scsiDoneDesc}} {
-			if v, ok := readHex(filepath.Join(dev, c.file)); ok {
-				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, v, name)
+		for i, c := range scsiCounters {
+			v, ok := readHex(filepath.Join(dev, c.file))
+			if !ok {
+				if i == 0 {
+					break // not a SCSI device: it has none of the three
+				}
+				continue
 			}
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, v, name)
 		}
 	}
 }
@@ -336,42 +337,37 @@ func (p *errorsPart) updateFilesystems(ch chan<- prometheus.Metric) {
 	// /sys/fs/btrfs/<fsid>/devinfo/<devid>/error_stats.
 	fsids, _ := os.ReadDir(filepath.Join(p.sysfs, "fs/btrfs"))
 	for _, f := range fsids {
-		base := filepath.Join(p.sysfs, "fs/btrfs", f.Name())
-		names := btrfsDeviceNames(base)
-		devids, _ := os.ReadDir(filepath.Join(base, "devinfo"))
-		for _, d := range devids {
-			b, err := os.ReadFile(filepath.Join(base, "devinfo", d.Name(), "error_stats"))
-			if err != nil {
-				continue
-			}
-			name := names[d.Name()]
-			if name == "" {
-				continue
-			}
-			for _, line := range strings.Split(string(b), "\n") {
-				k, v, ok := strings.Cut(line, " ")
-				kind, known := btrfsStats[k]
-				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-				if ok && known && err == nil {
-					ch <- prometheus.MustNewConstMetric(fsRecordedErrorsDesc, prometheus.GaugeValue, float64(n), name, "btrfs", kind)
-				}
+		name, devinfo, ok := btrfsSingleDevice(filepath.Join(p.sysfs, "fs/btrfs", f.Name()))
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(devinfo, "error_stats"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, " ")
+			kind, known := btrfsStats[k]
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if ok && known && err == nil {
+				ch <- prometheus.MustNewConstMetric(fsRecordedErrorsDesc, prometheus.GaugeValue, float64(n), name, "btrfs", kind)
 			}
 		}
 	}
 }
 
-// btrfsDeviceNames maps a btrfs filesystem's devids to kernel names.
-// sysfs links devices/<name> to each device but says nothing of which
-// devinfo/<devid> is which, so only a single-device filesystem (the usual
-// etcd or container volume) is named; a multi-device one is left out
-// rather than guessed (docs/faults.md).
-func btrfsDeviceNames(base string) map[string]string {
+// btrfsSingleDevice names a btrfs filesystem's one device and its devinfo
+// directory. sysfs links devices/<name> to each device but says nothing of
+// which devinfo/<devid> is which, so only a single-device filesystem (the
+// usual etcd or container volume) is named; a multi-device one is left
+// out rather than guessed (docs/faults.md).
+func btrfsSingleDevice(base string) (name, devinfo string, ok bool) {
 	devs, _ := os.ReadDir(filepath.Join(base, "devices"))
 	devids, _ := os.ReadDir(filepath.Join(base, "devinfo"))
 	if len(devs) != 1 || len(devids) != 1 {
-		return nil
+		return "", "", false
 	}
-	return map[string]string{devids[0].Name(): devs[0].Name()}
+	return devs[0].Name(), filepath.Join(base, "devinfo", devids[0].Name()), true
 }
 
 // updateReadonly exports, per block device with a mounted filesystem,
@@ -392,9 +388,14 @@ func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
 		held       bool // the kernel holds it read-only under a rw mount
 	}
 	byDevice := map[string]*fsState{}
+	names := map[[2]uint32]string{} // one sysfs lookup per device, however many mounts
 	var order []string
 	for _, m := range mounts {
-		dev := blockdev.KernelName(p.sysfs, m.Major, m.Minor)
+		dev, seen := names[[2]uint32{m.Major, m.Minor}]
+		if !seen {
+			dev = blockdev.KernelName(p.sysfs, m.Major, m.Minor)
+			names[[2]uint32{m.Major, m.Minor}] = dev
+		}
 		if dev == "" && strings.HasPrefix(m.Source, "/dev/") {
 			dev = filepath.Base(m.Source) // btrfs's anonymous st_dev
 		}

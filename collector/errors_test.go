@@ -36,7 +36,7 @@ func newTestErrorsPart(t *testing.T, procfs, sysfs string) *errorsPart {
 	t.Helper()
 	p := &errorsPart{sysfs: sysfs, procfs: procfs, logger: slog.New(slog.DiscardHandler), counts: map[errorKey]uint64{}}
 	var err error
-	p.include, p.exclude, err = (&config.Diskstats{}).DeviceFilter()
+	p.deviceFilter, err = newDeviceFilter(&config.Config{})
 	require.NoError(t, err)
 	p.reason = "permission" // the log part is tested as root, on the real /dev/kmsg
 	return p

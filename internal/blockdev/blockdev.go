@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -133,14 +134,7 @@ func Mounts(mountinfo string) ([]Mount, error) {
 	return ms, sc.Err()
 }
 
-func hasOption(opts, o string) bool {
-	for _, x := range strings.Split(opts, ",") {
-		if x == o {
-			return true
-		}
-	}
-	return false
-}
+func hasOption(opts, o string) bool { return slices.Contains(strings.Split(opts, ","), o) }
 
 // findMount picks the mountinfo entry with the longest mountpoint prefix of
 // path, preferring one whose MAJ:MIN matches the file's st_dev (bind mounts

@@ -393,7 +393,16 @@ func (p Params) errorsText() string {
 	q := "sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q}[" + w + "]) and on (device) label_replace(diskcanary_disk_parent_info{instance=%q,device=%q}, `device`, `$1`, `disk`, `(.+)`)" +
 		" or increase(diskcanary_disk_errors_total{instance=%q,device=%q}[" + w + "])" +
 		" or increase(diskcanary_filesystem_errors_total{instance=%q,device=%q,kind!=`warning`}[" + w + "])) > 0"
-	return "{{ with printf \"" + q + "\" $labels.instance $labels.instance $labels.device $labels.instance $labels.device $labels.instance $labels.device | query | sortByLabel \"kind\" }} Kernel storage errors on this device in the last " + w + ":{{ range . }} {{ .Labels.kind }} ×{{ printf \"%.0f\" .Value }}{{ end }}.{{ end }}"
+	return kindsText(q, "$labels.instance $labels.instance $labels.device $labels.instance $labels.device $labels.instance $labels.device",
+		" Kernel storage errors on this device in the last "+w+":")
+}
+
+// kindsText is an alert-text template: when the query (a printf format
+// over args, label references) returns series by kind, it renders the
+// lead followed by each kind and its count, sorted by kind.
+func kindsText(query, args, lead string) string {
+	return "{{ with printf \"" + query + "\" " + args + " | query | sortByLabel \"kind\" }}" + lead +
+		"{{ range . }} {{ .Labels.kind }} ×{{ printf \"%.0f\" .Value }}{{ end }}.{{ end }}"
 }
 
 const onTarget = "{{ $labels.instance }} probe {{ $labels.probe }} ({{ $labels.path }} on {{ $labels.device }})"
@@ -496,7 +505,7 @@ func errorsAlerts(p Params) Group {
 	g := Group{Name: "diskcanary.errors.alerts"}
 	w, sw := promDuration(p.ErrorWindow), promDuration(p.ErrorStormWindow)
 	on := "{{ $labels.device }} on {{ $labels.instance }}"
-	byKind := "{{ with printf \"sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q,device=%q}[" + w + "])) > 0\" $labels.instance $labels.device | query | sortByLabel \"kind\" }} By kind:{{ range . }} {{ .Labels.kind }} ×{{ printf \"%.0f\" .Value }}{{ end }}.{{ end }}"
+	byKind := kindsText("sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q,device=%q}["+w+"])) > 0", "$labels.instance $labels.device", " By kind:")
 	g.Rules = append(g.Rules,
 		p.alert("DiskcanaryDiskTimeoutStorm", "critical",
 			fmt.Sprintf("sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind=~%q}[%s])) >= %d", stormKinds, sw, p.ErrorStormCount), 0,
