@@ -76,6 +76,7 @@ var Parts = []PartInfo{
 	{Name: "smart", EnabledDefault: true, Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
 	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyPart},
 	{Name: "errors", EnabledDefault: true, Help: "storage errors as the kernel reports them: /dev/kmsg classified per disk and filesystem (needs CAP_SYSLOG where kernel.dmesg_restrict=1; off with a reason otherwise), SCSI and filesystem error counters from sysfs, filesystems the kernel made read-only", New: newErrorsPart},
+	{Name: "pressure", EnabledDefault: true, Help: "the kernel's pressure stall information for CPU and I/O (/proc/pressure), node_exporter's semantics; the etcd verdict's CPU witness", New: newPressurePart},
 }
 
 var (

@@ -28,6 +28,7 @@ type Metrics struct {
 	written    *prometheus.CounterVec
 	readBytes  *prometheus.CounterVec
 	targetInfo *prometheus.GaugeVec
+	etcdDir    *prometheus.GaugeVec
 	warning    *prometheus.GaugeVec
 	stalled    *prometheus.Desc
 	inflight   *prometheus.Desc
@@ -71,6 +72,9 @@ func NewMetrics() *Metrics {
 		targetInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_target_info",
 			Help: "What a probe measures: its path, the kernel block device and filesystem under it, and for a WAL probe its layout and the gap between its ops (the write rate its histogram predicts etcd's fsyncs at)."},
 			[]string{"probe", "kind", "layout", "gap_seconds", "path", "device", "fstype", "mountpoint"}),
+		etcdDir: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_etcd_data_dir_info",
+			Help: "The etcd data directory a WAL probe stands in for (its etcd_data_dir) and the block device under it; device is empty when it cannot be resolved. A device other than the probe's own (diskcanary_probe_target_info) means the canary measures another disk than etcd's."},
+			[]string{"probe", "etcd_data_dir", "device"}),
 		warning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "probe_target_warning",
 			Help: "1 when the probe's target cannot be trusted for this reason (" + strings.Join(fsWarnings(), ", ") + ", odirect_refused, flush_not_reaching_device)."},
 			[]string{"probe", "warning"}),
@@ -83,5 +87,5 @@ func NewMetrics() *Metrics {
 
 func (m *Metrics) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.fdatasync, m.write, m.read, m.success, m.lastRun, m.runs,
-		m.failures, m.written, m.readBytes, m.targetInfo, m.warning}
+		m.failures, m.written, m.readBytes, m.targetInfo, m.etcdDir, m.warning}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/config"
 )
 
@@ -227,6 +228,25 @@ func (p *probe) flagFlush(lying bool) {
 	p.m.warning.WithLabelValues(p.cfg.Name, "flush_not_reaching_device").Set(v)
 }
 
+// publishEtcdDataDir exports the device under the etcd data directory the
+// probe stands in for, resolved each time the probe (re)opens its target.
+func (p *probe) publishEtcdDataDir() {
+	if p.cfg.EtcdDataDir == "" {
+		return
+	}
+	p.m.etcdDir.DeletePartialMatch(prometheus.Labels{"probe": p.cfg.Name})
+	e, err := blockdev.Resolve(p.cfg.EtcdDataDir, p.site.procfs, p.site.sysfs)
+	if err != nil || e.Device == "" {
+		p.log.Warn("cannot resolve the device under etcd's data directory: the canary cannot be checked against it",
+			"probe", p.cfg.Name, "etcd_data_dir", p.cfg.EtcdDataDir, "err", err)
+		e.Device = ""
+	} else if e.Device != p.site.target.Device {
+		p.log.Warn("the WAL probe measures another disk than etcd's data directory is on",
+			"probe", p.cfg.Name, "device", p.site.target.Device, "etcd_data_dir", p.cfg.EtcdDataDir, "etcd_device", e.Device)
+	}
+	p.m.etcdDir.WithLabelValues(p.cfg.Name, p.cfg.EtcdDataDir, e.Device).Set(1)
+}
+
 // publishTarget exports target_info and the untrusted-filesystem warnings.
 func (p *probe) publishTarget() {
 	t := p.site.target
@@ -236,6 +256,7 @@ func (p *probe) publishTarget() {
 		gap = strconv.FormatFloat(p.cfg.Gap.Seconds(), 'g', -1, 64)
 	}
 	p.m.targetInfo.WithLabelValues(p.cfg.Name, p.cfg.Kind, p.cfg.Layout, gap, t.Path, t.Device, t.FSType, t.Mountpoint).Set(1)
+	p.publishEtcdDataDir()
 	if p.site.dir == nil {
 		return
 	}

@@ -86,6 +86,11 @@ type Probe struct {
 	StallThreshold time.Duration `yaml:"stall_threshold"`
 	// MinFree is the free-space floor the probe refuses to cross.
 	MinFree ByteSize `yaml:"min_free"`
+	// EtcdDataDir is the etcd data directory a WAL probe stands in for
+	// (wal only, optional): the probe exports the device under it
+	// (diskcanary_probe_etcd_data_dir_info), so a canary measuring another
+	// disk than etcd's is alerted on, not trusted.
+	EtcdDataDir string `yaml:"etcd_data_dir"`
 	// DailyWriteBudget caps the bytes WAL probes dirty per 24 h on the
 	// probe's filesystem. WAL probes on one filesystem share one budget:
 	// the smallest of theirs. Read probes do not spend it.
@@ -288,6 +293,7 @@ var probeKeys = []key[Probe]{
 	field("kind", func(p *Probe) *string { return &p.Kind }, text, oneOf(KindWAL, KindRandRead)),
 	field("dir", func(p *Probe) *string { return &p.Dir }, text, optional(absPath)),
 	field("device", func(p *Probe) *string { return &p.Device }, text, optional(absPath)),
+	field("etcd_data_dir", func(p *Probe) *string { return &p.EtcdDataDir }, text, optional(absPath)),
 	field("interval", func(p *Probe) *time.Duration { return &p.Interval }, duration, within(10*time.Millisecond, 24*time.Hour)),
 	field("jitter", func(p *Probe) *float64 { return &p.Jitter }, ratio, fraction),
 	field("ops", func(p *Probe) *int { return &p.Ops }, count, within(1, 10_000)),
@@ -382,6 +388,9 @@ func (c *Config) validateProbe(i int, p *Probe) error {
 		}
 		if p.SegmentSize != 0 {
 			return refuse("segment_size", "only wal probes have a segment")
+		}
+		if p.EtcdDataDir != "" {
+			return refuse("etcd_data_dir", "only wal probes stand in for etcd's WAL")
 		}
 		if p.BlockSize%512 != 0 {
 			return refuse("block_size", "%d is not a multiple of 512, which O_DIRECT needs", p.BlockSize)

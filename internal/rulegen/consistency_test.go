@@ -168,6 +168,12 @@ var notDiskcanary = map[string]string{
 	"up": "Prometheus: scrape health of the diskcanary job",
 	"etcd_disk_wal_fsync_duration_seconds_bucket":      "etcd: shown beside diskcanary's fdatasync p99",
 	"etcd_disk_backend_commit_duration_seconds_bucket": "etcd: shown beside diskcanary's fdatasync p99",
+	"etcd_disk_wal_fsync_duration_seconds_count":       "etcd: its members, for the etcd verdict",
+	"etcd_network_peer_round_trip_time_seconds_bucket": "etcd: the network witness of the etcd verdict",
+	"etcd_server_slow_apply_total":                     "etcd: trouble counters of the etcd verdict",
+	"etcd_server_heartbeat_send_failures_total":        "etcd: trouble counters of the etcd verdict",
+	"etcd_server_leader_changes_seen_total":            "etcd: trouble counters of the etcd verdict",
+	"process_cpu_seconds_total":                        "etcd's process CPU (the etcd dashboard)",
 }
 
 // notLiveHere lists diskcanary series that exist only on hardware or after
@@ -232,7 +238,7 @@ func TestExpressionsUseLiveMetrics(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
 	writeFile(t, cfg, fmt.Sprintf(`probes:
   targets:
-    - {name: wal, kind: wal, dir: %[1]s, interval: 1s, ops: 20, min_free: 1MiB}
+    - {name: wal, kind: wal, dir: %[1]s, interval: 1s, ops: 20, min_free: 1MiB, etcd_data_dir: %[1]s}
     - {name: randread, kind: randread, dir: %[1]s, interval: 1s, ops: 20, working_set: 4MiB, min_free: 1MiB}
     - {name: broken, kind: wal, dir: %[1]s, interval: 1s, ops: 1, min_free: 1000TB}
 smart:

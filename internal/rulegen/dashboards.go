@@ -366,27 +366,52 @@ func nodeDashboard(p Params) *Dashboard {
 }
 
 func etcdDashboard(p Params) *Dashboard {
-	d := newDashboard("diskcanary-etcd", "diskcanary / etcd readiness",
-		"Is this disk fast enough for etcd? diskcanary's fdatasync p99 (etcd's WAL pattern) against etcd's own WAL fsync and backend commit latency, when etcd is scraped by the same Prometheus.")
+	d := newDashboard("diskcanary-etcd", "diskcanary / etcd",
+		"Is it the disk? One verdict per etcd member (disk, contention, network, cpu, etcd, healthy) from etcd's own metrics and the diskcanary canary on the same node, the evidence under it, and whether the disk meets etcd's bar.")
 	d.queryVar("job", "diskcanary job", "label_values(diskcanary_build_info, job)", false)
 	d.queryVar("instance", "Instance", `label_values(diskcanary_probe_target_info{job="$job", kind="wal"}, instance)`, true)
-	d.queryVar("etcd_job", "etcd job", "label_values(etcd_disk_wal_fsync_duration_seconds_bucket, job)", true)
+	node := p.EtcdJoinLabels[len(p.EtcdJoinLabels)-1]
+	d.queryVar("node", "etcd member's node", fmt.Sprintf("label_values(%s, %s)", ruleEtcdVerdict, node), true)
 	l := &layout{}
 	ti := `{job="$job", instance=~"$instance"}`
+	ni := fmt.Sprintf(`{%s=~"$node"}`, node)
+	leg := "{{" + node + "}}"
+	l.row(d, "Verdict: is it the disk?")
+	l.add(d, table("Verdict per etcd member (DiskcanaryEtcdDegraded after "+promDuration(p.EtcdDegradedFor)+")",
+		q{fmt.Sprintf("%s%s", ruleEtcdVerdict, ni), ""}), 8, 8)
+	l.add(d, table("Evidence per member ("+promDuration(p.EtcdWindow)+")",
+		q{fmt.Sprintf("%s%s", ruleEtcdWALFsyncP99, ni), ""},
+		q{fmt.Sprintf("%s%s", ruleEtcdCanaryP99, ni), ""},
+		q{fmt.Sprintf("%s%s", ruleEtcdCommitP99, ni), ""},
+		q{fmt.Sprintf("%s%s", ruleEtcdPeerRTTP99, ni), ""},
+		q{fmt.Sprintf("%s%s", ruleEtcdSymptoms, ni), ""},
+		q{fmt.Sprintf("%s%s", ruleEtcdCanaryBusy, ni), ""},
+		q{fmt.Sprintf("%s%s", ruleEtcdCPUPressure, ni), ""}), 16, 8)
+	l.row(d, "The evidence")
+	l.add(d, withLine(timeseries("etcd WAL fsync p99 and the canary's fdatasync p99 ("+promDuration(p.EtcdWindow)+")", "s",
+		q{fmt.Sprintf("%s%s", ruleEtcdWALFsyncP99, ni), "etcd " + leg},
+		q{fmt.Sprintf("%s%s", ruleEtcdCanaryP99, ni), "canary " + leg}), p.FdatasyncSlow.Seconds(), "red"), 12, 8)
+	l.add(d, withLine(timeseries("etcd backend commit p99", "s",
+		q{fmt.Sprintf("%s%s", ruleEtcdCommitP99, ni), leg}), p.EtcdCommitSlow.Seconds(), "red"), 12, 8)
+	l.add(d, withLine(timeseries("Worst peer round-trip p99", "s",
+		q{fmt.Sprintf("%s%s", ruleEtcdPeerRTTP99, ni), leg}), p.EtcdPeerRTTSlow.Seconds(), "red"), 12, 8)
+	l.add(d, timeseries("Leader changes, slow applies, heartbeat send failures (increase)", "none",
+		q{fmt.Sprintf(`sum by (%s) (increase(etcd_server_leader_changes_seen_total{%s, %s=~"$node"}[%s]))`, node, p.EtcdSelector, node, promDuration(p.EtcdWindow)), "leader changes " + leg},
+		q{fmt.Sprintf(`sum by (%s) (increase(etcd_server_slow_apply_total{%s, %s=~"$node"}[%s]))`, node, p.EtcdSelector, node, promDuration(p.EtcdWindow)), "slow applies " + leg},
+		q{fmt.Sprintf(`sum by (%s) (increase(etcd_server_heartbeat_send_failures_total{%s, %s=~"$node"}[%s]))`, node, p.EtcdSelector, node, promDuration(p.EtcdWindow)), "heartbeat failures " + leg}), 12, 8)
+	l.add(d, withLine(timeseries("Canary's disk utilisation", "percentunit",
+		q{fmt.Sprintf("%s%s", ruleEtcdCanaryBusy, ni), leg}), p.EtcdBusyUtilization, "orange"), 8, 8)
+	l.add(d, withLine(timeseries("CPU pressure (some task waiting)", "percentunit",
+		q{fmt.Sprintf("%s%s", ruleEtcdCPUPressure, ni), leg}), p.EtcdCPUPressure, "orange"), 8, 8)
+	l.add(d, timeseries("etcd process CPU (cores)", "none",
+		q{fmt.Sprintf("%s%s", ruleEtcdCPU, ni), leg}), 8, 8)
 	l.row(d, "The etcd bar: WAL fdatasync p99 < "+human(p.FdatasyncSlow))
 	l.add(d, stat("WAL targets meeting the bar (15m p99)", "percentunit",
 		q{fmt.Sprintf("(count(%[1]s%[2]s <= %[3]s) or vector(0))\n/\ncount(%[1]s%[2]s)", quantileRule("fdatasync", "p99", "15m"), ti, seconds(p.FdatasyncSlow)), ""}), 6, 5)
 	l.add(d, stat("Worst fdatasync p99 (15m)", "s", q{fmt.Sprintf(`max(%s%s)`, quantileRule("fdatasync", "p99", "15m"), ti), ""}), 6, 5)
 	l.add(d, stat("Samples behind the p99 (15m, fewest)", "none", q{fmt.Sprintf(`min(%s%s)`, samplesRule("fdatasync", "15m"), ti), ""}), 6, 5)
 	l.add(d, stat("Stalled WAL targets", "none", q{fmt.Sprintf(`count(diskcanary_probe_stalled%s == 1) or vector(0)`, ti), ""}), 6, 5)
-	l.row(d, "diskcanary beside etcd")
-	l.add(d, withLine(timeseries("diskcanary fdatasync p99 (5m)", "s",
-		q{fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "5m"), ti), "{{instance}} {{path}}"}), p.FdatasyncSlow.Seconds(), "red"), 12, 8)
-	l.add(d, withLine(timeseries("etcd WAL fsync p99 (5m)", "s",
-		q{`histogram_quantile(0.99, sum by (job, instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{job=~"$etcd_job"}[5m])))`, "{{instance}}"}), p.FdatasyncSlow.Seconds(), "red"), 12, 8)
-	l.add(d, withLine(timeseries("etcd backend commit p99 (5m)", "s",
-		q{`histogram_quantile(0.99, sum by (job, instance, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket{job=~"$etcd_job"}[5m])))`, "{{instance}}"}), 0.025, "red"), 12, 8)
 	l.add(d, withLine(timeseries("diskcanary fdatasync p99 (15m) and the incident levels", "s",
-		q{fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "15m"), ti), "{{instance}} {{path}}"}), p.FdatasyncIncidentWarning.Seconds(), "orange"), 12, 8)
+		q{fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "15m"), ti), "{{instance}} {{path}}"}), p.FdatasyncIncidentWarning.Seconds(), "orange"), 24, 8)
 	return d
 }

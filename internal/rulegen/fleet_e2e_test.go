@@ -152,7 +152,7 @@ scrape_configs:
 	vars := map[string]map[string]string{
 		"diskcanary-fleet.json": {"job": "diskcanary", "cohort": cohort},
 		"diskcanary-node.json":  {"job": "diskcanary", "instance": slowAddr, "probe": ".*", "disk": inst[slow].name},
-		"diskcanary-etcd.json":  {"job": "diskcanary", "instance": slowAddr, "etcd_job": ".*"},
+		"diskcanary-etcd.json":  {"job": "diskcanary", "instance": slowAddr, "node": ".*"},
 	}
 	main := map[string][]string{
 		"diskcanary-fleet.json": {"Worst targets by fdatasync p99 (15m)", "Drift: p99 ÷ cohort median (fdatasync, 15m)",
@@ -162,7 +162,7 @@ scrape_configs:
 			"random read latency (heatmap)", "Probe targets on this disk: fdatasync p99 (15m)", "r/s, w/s", "r_await, w_await",
 			"%util", "aqu-sz", "rareq-sz, wareq-sz", "Stalled", "Probe write cost (bytes per day, page-granular)"},
 		"diskcanary-etcd.json": {"WAL targets meeting the bar (15m p99)", "Worst fdatasync p99 (15m)",
-			"Samples behind the p99 (15m, fewest)", "diskcanary fdatasync p99 (5m)"},
+			"Samples behind the p99 (15m, fewest)", "diskcanary fdatasync p99 (15m) and the incident levels"},
 	}
 	for file, d := range Dashboards(Defaults()) {
 		withData, total := 0, 0

@@ -79,6 +79,24 @@ type Params struct {
 	// of it; a throttle or a filesystem above the device leaves its
 	// requests at their usual microseconds.
 	AttributionDeviceShare float64
+	// The etcd verdict (etcd.go): etcd's metrics, selected by
+	// EtcdSelector, meet the canary's on EtcdJoinLabels (the node; both
+	// scrape jobs must carry it). A member is slow on disk when its WAL
+	// fsync p99 is over FdatasyncSlow or its backend commit p99 over
+	// EtcdCommitSlow (OpenShift's guidance: 10 ms, 25 ms), on the network
+	// when a peer's round-trip p99 is over EtcdPeerRTTSlow (50 ms, the
+	// same guidance), all over EtcdWindow. A slow disk is contention when
+	// the canary's disk was busy EtcdBusyUtilization of the window; the
+	// node is short of CPU when some task waited for one
+	// EtcdCPUPressure of the time (PSI).
+	EtcdSelector        string
+	EtcdJoinLabels      []string
+	EtcdWindow          time.Duration
+	EtcdCommitSlow      time.Duration
+	EtcdPeerRTTSlow     time.Duration
+	EtcdBusyUtilization float64
+	EtcdCPUPressure     float64
+	EtcdDegradedFor     time.Duration
 	// JobSelector selects the exporters' scrape job in up{} (exporter-down alert).
 	JobSelector string
 	// TargetLabels identify one probe target and are kept on every
@@ -128,6 +146,14 @@ func Defaults() Params {
 		ErrorStormWindow:          10 * time.Minute,
 		ErrorWindow:               time.Hour,
 		AttributionDeviceShare:    0.2,
+		EtcdSelector:              `job=~".*etcd.*"`,
+		EtcdJoinLabels:            []string{"node"},
+		EtcdWindow:                5 * time.Minute,
+		EtcdCommitSlow:            25 * time.Millisecond,
+		EtcdPeerRTTSlow:           50 * time.Millisecond,
+		EtcdBusyUtilization:       0.5,
+		EtcdCPUPressure:           0.2,
+		EtcdDegradedFor:           5 * time.Minute,
 		JobSelector:               `job="diskcanary"`,
 		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
 		CohortLabel:               "cohort",
@@ -180,6 +206,14 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&p.ErrorStormCount, "errors.storm-count", p.ErrorStormCount, "timeouts, aborts, resets or link losses on one disk within errors.storm-window that page")
 	fs.DurationVar(&p.ErrorStormWindow, "errors.storm-window", p.ErrorStormWindow, "window of the kernel error storm alert")
 	fs.DurationVar(&p.ErrorWindow, "errors.window", p.ErrorWindow, "window in which any other kernel storage error alerts, and the latency alerts' look-back for errors on the same disk")
+	fs.StringVar(&p.EtcdSelector, "etcd.selector", p.EtcdSelector, "label matchers selecting etcd's own series (the etcd verdict)")
+	fs.Var(stringList{&p.EtcdJoinLabels}, "etcd.join-labels", "comma-separated labels naming the node on both etcd's and diskcanary's series")
+	fs.DurationVar(&p.EtcdWindow, "etcd.window", p.EtcdWindow, "window of the etcd verdict's rates and quantiles")
+	fs.DurationVar(&p.EtcdCommitSlow, "etcd.commit-slow", p.EtcdCommitSlow, "etcd backend commit p99 above which its disk is slow")
+	fs.DurationVar(&p.EtcdPeerRTTSlow, "etcd.peer-rtt-slow", p.EtcdPeerRTTSlow, "etcd peer round-trip p99 above which the network is slow")
+	fs.Float64Var(&p.EtcdBusyUtilization, "etcd.busy-utilization", p.EtcdBusyUtilization, "utilisation of the canary's disk at which a slow disk is contention")
+	fs.Float64Var(&p.EtcdCPUPressure, "etcd.cpu-pressure", p.EtcdCPUPressure, "share of time some task waits for a CPU (PSI) at which the node is short of CPU")
+	fs.DurationVar(&p.EtcdDegradedFor, "etcd.degraded-for", p.EtcdDegradedFor, "for: of the etcd degraded alert")
 	fs.StringVar(&p.JobSelector, "job-selector", p.JobSelector, "label matchers selecting the diskcanary scrape job in up{}")
 	fs.Var(stringList{&p.TargetLabels}, "target-labels", "comma-separated labels that identify one probe target")
 	fs.StringVar(&p.CohortLabel, "cohort-label", p.CohortLabel, "target label naming a user-defined cohort (else: disk model)")

@@ -117,11 +117,13 @@ func Rules(p Params) RuleFile {
 		cohortRecording(p),
 		iostatRecording(p),
 		attributionRecording(p),
+		etcdRecording(p),
 		probeAlerts(p),
 		smartAlerts(p),
 		errorsAlerts(p),
 		collectionAlerts(p),
 		driftAlerts(p),
+		etcdAlerts(p),
 	}}
 }
 

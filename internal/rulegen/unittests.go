@@ -192,6 +192,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 		"recording.yml":   recordingCases(p.IostatWindow),
 		"attribution.yml": attributionCases(),
 		"errors.yml":      errorsCases(),
+		"etcd.yml":        etcdCases(),
 	}
 	out := map[string]unitTestFile{}
 	for name, cases := range files {
@@ -224,7 +225,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 // unit tests have (the test requires at least one of each).
 func AlertsCovered() map[string][2]int {
 	cov := map[string][2]int{}
-	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases(), errorsCases()}
+	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases(), errorsCases(), etcdCases()}
 	for _, cs := range all {
 		for _, c := range cs {
 			if c.alert == "" {

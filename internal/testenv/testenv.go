@@ -183,6 +183,14 @@ func (t *Throttle) Add(tb testing.TB, pid int) {
 	}
 }
 
+// Release moves pid back to the root group: its I/O is no longer limited.
+func (t *Throttle) Release(tb testing.TB, pid int) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		tb.Fatalf("blkio: move pid %d back to the root group: %v", pid, err)
+	}
+}
+
 // Command returns cmd wrapped so the process joins the throttled group
 // before it execs: no I/O of it escapes the limit.
 func (t *Throttle) Command(name string, args ...string) *exec.Cmd {
