@@ -163,7 +163,7 @@ func recordedNames() map[string]bool {
 
 // notDiskcanary are the series the rules and dashboards read that other
 // software exports: Prometheus' own `up` (exporter-down alert) and etcd's
-// latency histograms (etcd readiness dashboard, shown beside diskcanary's).
+// latency histograms (the etcd dashboard, shown beside diskcanary's).
 var notDiskcanary = map[string]string{
 	"up": "Prometheus: scrape health of the diskcanary job",
 	"etcd_disk_wal_fsync_duration_seconds_bucket":      "etcd: shown beside diskcanary's fdatasync p99",

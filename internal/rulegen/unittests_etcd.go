@@ -110,7 +110,7 @@ func etcdCases() []alertCase {
 			input: concat(
 				s(`diskcanary_probe_target_info{job="diskcanary", instance="n1:9742", probe="wal", kind="wal", path="/srv/canary", device="sdb"}`, "1x30"),
 				s(`diskcanary_probe_etcd_data_dir_info{job="diskcanary", instance="n1:9742", probe="wal", etcd_data_dir="/var/lib/etcd", device="sda1"}`, "1x30")),
-			fire: []string{`job="diskcanary", instance="n1:9742", probe="wal", etcd_data_dir="/var/lib/etcd", device="sda1"`},
+			fire:        []string{`job="diskcanary", instance="n1:9742", probe="wal", etcd_data_dir="/var/lib/etcd", device="sda1"`},
 			description: "Probe wal on n1:9742 stands in for etcd's data directory /var/lib/etcd, which is on sda1, but it measures another device: its latency and the etcd verdict say nothing about etcd's disk. Move the probe's dir to a sibling of etcd's data directory."},
 		{name: "the canary beside etcd on sda1: silent", alert: "DiskcanaryEtcdCanaryMisplaced", at: "20m",
 			input: concat(
