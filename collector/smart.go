@@ -114,9 +114,15 @@ var (
 	smartAttrWorstDesc   = smartDesc("smart_attribute_worst", "ATA SMART attribute worst normalised value.", "id", "name")
 	smartAttrThreshDesc  = smartDesc("smart_attribute_threshold", "ATA SMART attribute failure threshold.", "id", "name")
 	smartAttrRawDesc     = smartDesc("smart_attribute_raw", "ATA SMART attribute raw value (48-bit, vendor-encoded).", "id", "name")
-	smartExitDesc        = smartDesc("smartctl_exit_status", "Exit status of the last smartctl run (a bitmask, see smartctl(8)); -1 if it did not finish.")
-	smartExitBitDesc     = smartDesc("smartctl_exit_status_bit", "One bit of the last smartctl exit status, by name.", "bit")
-	smartSuccessDesc     = smartDesc("smart_collect_success",
+	smartSelfTestDesc    = smartDesc("smart_selftest_last_result",
+		"The newest entry of the drive's self-test log: 1 for its result (passed, failed, aborted, in_progress), 0 for the others; type is the test as smartctl names it.", "type", "result")
+	smartSelfTestAgeDesc = smartDesc("smart_selftest_last_age_seconds",
+		"Power-on time since the newest self-test in the log ran (the log counts power-on hours, not wall time).")
+	smartSelfTestLBADesc = smartDesc("smart_selftest_failed_lba",
+		"First failing LBA of the newest failed self-test in the log that reports one.")
+	smartExitDesc    = smartDesc("smartctl_exit_status", "Exit status of the last smartctl run (a bitmask, see smartctl(8)); -1 if it did not finish.")
+	smartExitBitDesc = smartDesc("smartctl_exit_status_bit", "One bit of the last smartctl exit status, by name.", "bit")
+	smartSuccessDesc = smartDesc("smart_collect_success",
 		"Whether the last smartctl run read the device (or found it asleep and left it so).")
 	smartLastSuccessDesc = smartDesc("smart_last_success_timestamp_seconds", "When SMART data was last read from the device.")
 	smartTimeoutsDesc    = smartDesc("smartctl_timeouts_total", "smartctl runs killed at the timeout.")
@@ -207,6 +213,13 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 		for bit, flag := range smart.CriticalWarningFlags {
 			gauge(smartCritWarnDesc, float64(*h.CriticalWarning>>bit&1), flag)
 		}
+	}
+	if st := r.SelfTest; st != nil {
+		for _, res := range smart.SelfTestResults {
+			gauge(smartSelfTestDesc, smartBool(res == st.Result), st.Type, res)
+		}
+		opt(smartSelfTestAgeDesc, st.AgeSeconds, prometheus.GaugeValue)
+		opt(smartSelfTestLBADesc, st.FailedLBA, prometheus.GaugeValue)
 	}
 	for i := range r.Attributes {
 		a := &r.Attributes[i]

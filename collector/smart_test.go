@@ -189,7 +189,7 @@ func smartTestConfig(bin string) *config.Config {
 
 func TestSmartPartSmartctlMissing(t *testing.T) {
 	cfg := smartTestConfig(filepath.Join(t.TempDir(), "no-smartctl"))
-	c, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false, "blocklatency": false, "errors": false})
+	c, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false, "blocklatency": false, "errors": false, "pressure": false})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -238,7 +238,7 @@ func TestSmart24DevicesOneHanging(t *testing.T) {
 	cfg.Smart.Interval = 3 * time.Second
 	cfg.Smart.Timeout = 4 * time.Second
 	cfg.Smart.Concurrency = 12
-	col, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false, "blocklatency": false, "errors": false})
+	col, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false, "blocklatency": false, "errors": false, "pressure": false})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)

@@ -309,6 +309,15 @@ func smartCases() []alertCase {
 		{name: "one new media error", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "0x30 1x30"), at: "40m", alert: "DiskcanarySmartMediaErrors", fire: []string{nvme}},
 		{name: "old media errors, none new", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "3x60"), at: "40m", alert: "DiskcanarySmartMediaErrors"},
 		{name: "new media error over an hour ago", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "0x10 1x100"), at: "100m", alert: "DiskcanarySmartMediaErrors"},
+		{name: "the newest self-test failed", input: concat(
+			s(`diskcanary_smart_selftest_last_result{`+sda+`, type="Extended offline", result="failed"}`, "1x5"),
+			s(`diskcanary_smart_selftest_last_result{`+sda+`, type="Extended offline", result="passed"}`, "0x5")),
+			at: "3m", alert: "DiskcanarySmartSelfTestFailed", fire: []string{sda + `, type="Extended offline", result="failed"`}},
+		{name: "the newest self-test passed after an older failure: silent", input: concat(
+			s(`diskcanary_smart_selftest_last_result{`+sda+`, type="Short offline", result="failed"}`, "0x5"),
+			s(`diskcanary_smart_selftest_last_result{`+sda+`, type="Short offline", result="passed"}`, "1x5"),
+			s(`diskcanary_smart_selftest_failed_lba{`+sda+`}`, "104870168x5")),
+			at: "3m", alert: "DiskcanarySmartSelfTestFailed"},
 		{name: "reallocated 8 → 10", input: s("diskcanary_smart_reallocated_sectors{"+sda+"}", "8x30 10x30"), at: "40m", alert: "DiskcanarySmartReallocatedSectors", fire: []string{sda}},
 		{name: "reallocated steady at 10", input: s("diskcanary_smart_reallocated_sectors{"+sda+"}", "10x60"), at: "40m", alert: "DiskcanarySmartReallocatedSectors"},
 		{name: "pending 0 → 2", input: s("diskcanary_smart_pending_sectors{"+sda+"}", "0x30 2x30"), at: "40m", alert: "DiskcanarySmartPendingSectors", fire: []string{sda}},

@@ -236,6 +236,13 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 		require.Equal(t, 8.0, *r.Health.PendingSectors)
 		require.Equal(t, ExitStatus(216), r.ExitStatus)
 		require.Equal(t, ProtocolATA, r.Protocol, "usbjmicron type, ATA protocol")
+		// The self-test log's newest entry passed; an extended test 52
+		// power-on hours before it failed at LBA 104870168 (exit bit 7).
+		// Power-on 65,592 h, the entry stamped 42: the log's 16-bit hours
+		// wrapped, so it ran at 65,578 h, 14 h ago.
+		require.Equal(t, &SelfTest{Type: "Short offline", Result: SelfTestPassed, Status: "Completed without error",
+			AgeSeconds: ptr(14 * 3600.0), FailedLBA: ptr(104870168.0)}, r.SelfTest)
+		require.Contains(t, r.ExitStatus.Bits(), "self_test_log_has_errors")
 	},
 	"nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 16, *r.Health.CriticalWarning)
@@ -275,6 +282,9 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 	},
 	"scsi-sas-hdd-15k-seagate-st600mp-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 1090.0, *r.Health.PowerCycles, "SCSI: accumulated start-stop cycles")
+		// scsi_self_test_0, the newest: completed at 3 of 4,665 power-on hours.
+		require.Equal(t, &SelfTest{Type: "Reserved(7)", Result: SelfTestPassed, Status: "Completed",
+			AgeSeconds: ptr(4662 * 3600.0)}, r.SelfTest)
 	},
 	"scsi-sas-ssd-hgst-husmr3280-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 0.0, *r.Health.PowerCycles, "a reported 0 is 0, not null")

@@ -62,6 +62,9 @@ type Result struct {
 
 	Health     Health
 	Attributes []Attribute
+	// SelfTest is the self-test log's newest entry, nil when the log is
+	// empty or was not read.
+	SelfTest *SelfTest
 
 	// ExitStatus is -1 when unknown (a saved file without smartctl.exit_status).
 	ExitStatus ExitStatus
@@ -165,6 +168,7 @@ func normalise(raw *rawOutput) *Result {
 	case ProtocolSCSI:
 		r.scsi(raw)
 	}
+	r.selfTests(raw)
 	return r
 }
 

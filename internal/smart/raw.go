@@ -48,6 +48,45 @@ type rawOutput struct {
 	SCSIErrorLog    *rawSCSIErrs          `json:"scsi_error_counter_log"`
 	SCSIEnvReports  map[string]rawEnvTemp `json:"scsi_environmental_reports"`
 	SCSIStartStop   *rawSCSIStartStop     `json:"scsi_start_stop_cycle_counter"`
+
+	// Self-test logs (--log=selftest), newest entry first.
+	ATASelfTestLog  *rawATASelfTestLog  `json:"ata_smart_self_test_log"`
+	NVMeSelfTestLog *rawNVMeSelfTestLog `json:"nvme_self_test_log"`
+	SCSISelfTest0   *rawSCSISelfTest    `json:"scsi_self_test_0"`
+}
+
+type rawNamed struct {
+	Value  optInt `json:"value"`
+	String string `json:"string"`
+}
+
+type rawATASelfTestLog struct {
+	Standard *struct {
+		Table []struct {
+			Type          rawNamed `json:"type"`
+			Status        rawNamed `json:"status"`
+			LifetimeHours optInt   `json:"lifetime_hours"`
+			LBA           optInt   `json:"lba"`
+		} `json:"table"`
+	} `json:"standard"`
+}
+
+type rawNVMeSelfTestLog struct {
+	Table []struct {
+		Code         rawNamed `json:"self_test_code"`
+		Result       rawNamed `json:"self_test_result"`
+		PowerOnHours optInt   `json:"power_on_hours"`
+		LBA          optInt   `json:"lba"`
+	} `json:"table"`
+}
+
+type rawSCSISelfTest struct {
+	Code        rawNamed    `json:"code"`
+	Result      rawNamed    `json:"result"`
+	PowerOnTime *rawPowerOn `json:"power_on_time"`
+	LBA         *struct {
+		Value optInt `json:"value"`
+	} `json:"lba_first_failure"`
 }
 
 // rawSCSIStartStop is the SCSI Start-Stop Cycle Counter log page (0x0e):

@@ -365,7 +365,10 @@ func (r *Runner) collect(ctx context.Context, d *device) {
 }
 
 func (r *Runner) args(d *device) []string {
-	args := []string{"--json", "--info", "--health", "--attributes", "--log=error", "--nocheck=" + r.cfg.NoCheck}
+	// The self-test log: its newest result is exported, and smartctl
+	// sets exit bit 7 ("self-test log contains errors") only while it
+	// reads it.
+	args := []string{"--json", "--info", "--health", "--attributes", "--log=error", "--log=selftest", "--nocheck=" + r.cfg.NoCheck}
 	// The ACS device-statistics log has the standard SSD wear indicator;
 	// ask for it once the device is known to speak ATA.
 	if res := d.state.Result; res != nil && res.Protocol == ProtocolATA {

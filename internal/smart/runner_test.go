@@ -156,19 +156,32 @@ func TestRunnerArgs(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda":   {Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
 		"/dev/bus/0": {Fixture: fixture("megaraid-sat-hdd-disk1-reallocated-387-rc4-v7.1-scrutiny.json")},
-	}}, RunnerConfig{Devices: []Target{{Name: "/dev/sda"}, {Name: "/dev/bus/0", Type: "sat+megaraid,1"}}, NoCheck: "standby"})
+		"/dev/nvme0": {Fixture: fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")},
+	}}, RunnerConfig{Devices: []Target{{Name: "/dev/sda"}, {Name: "/dev/bus/0", Type: "sat+megaraid,1"}, {Name: "/dev/nvme0"}}, NoCheck: "standby"})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "second read", func(d DeviceState) bool { return d.Result != nil })
 	rig.waitFor("bus/0:sat+megaraid,1", 10*time.Second, "read", func(d DeviceState) bool { return d.Result != nil })
+	rig.waitFor("nvme0", 10*time.Second, "read", func(d DeviceState) bool { return d.Result != nil })
 	time.Sleep(500 * time.Millisecond)
 	rig.stop()
 	runs := readRuns(t, rig.cfg.Log)
-	var sdaArgs, megaArgs []string
+	var sdaArgs, megaArgs, nvmeArgs []string
 	for _, r := range runs {
-		if r.dev == "/dev/sda" {
+		switch r.dev {
+		case "/dev/sda":
 			sdaArgs = append(sdaArgs, r.args)
-		} else {
+		case "/dev/nvme0":
+			nvmeArgs = append(nvmeArgs, r.args)
+		default:
 			megaArgs = append(megaArgs, r.args)
+		}
+	}
+	// Every run of every device reads the self-test log: its newest
+	// result is exported, and smartctl sets exit bit 7 only while reading it.
+	for _, args := range [][]string{sdaArgs, megaArgs, nvmeArgs} {
+		require.NotEmpty(t, args)
+		for _, a := range args {
+			require.Contains(t, a, "--log=selftest")
 		}
 	}
 	require.GreaterOrEqual(t, len(sdaArgs), 2)
