@@ -258,6 +258,21 @@ var wearFromNormalised = map[string]bool{
 	"Remaining_Lifetime_Perc": true, // WD 169
 }
 
+// lifeInRaw are life attributes some drives leave at a normalised 100
+// while the raw value counts the life left in percent; where the
+// normalised value has moved, it and the raw agree (Kingston A400:
+// normalised 98, raw 98). Each entry says which real drives show it.
+var lifeInRaw = map[string]string{
+	// Kingston SKC400 (issue "SMART, deeper": normalised 100, raw 74, its
+	// erase counts ~27 % used); a Phison-controller SSD in smartctl 7.4
+	// -A output published in server_box's tests (normalised 100, raw 93,
+	// average erase count 126 of max 160).
+	"SSD_Life_Left": "Kingston SKC400; Phison-controller SSDs",
+	// Transcend MTS400 (the same issue: normalised 100, raw 96, erase
+	// counts ~4 % used).
+	"Remaining_Lifetime_Perc": "Transcend MTS400",
+}
+
 func (r *Result) ataAttrHealth(a *rawATAAttr) {
 	h := &r.Health
 	switch a.ID.v {
@@ -287,7 +302,13 @@ func (r *Result) ataAttrHealth(a *rawATAAttr) {
 		}
 	}
 	if h.WearUsedRatio == nil && wearFromNormalised[a.Name] && a.Value.ok && a.Value.v >= 0 && a.Value.v <= 100 {
-		h.WearUsedRatio = ptr(float64(100-a.Value.v) / 100)
+		left := float64(a.Value.v)
+		if _, ok := lifeInRaw[a.Name]; ok && a.Value.v == 100 {
+			if raw := rawCount(a.Raw); raw != nil && *raw >= 0 && *raw < 100 {
+				left = *raw
+			}
+		}
+		h.WearUsedRatio = ptr((100 - left) / 100)
 	}
 }
 

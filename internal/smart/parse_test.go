@@ -1,6 +1,7 @@
 package smart
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -227,4 +228,32 @@ func BenchmarkParseNVMe(b *testing.B) {
 }
 func BenchmarkParseSCSI(b *testing.B) {
 	benchmarkParse(b, "scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json")
+}
+
+// Wear from an attribute's raw value where the drive keeps the normalised
+// value at 100 and counts life left in the raw: the figures of real drives
+// (lifeInRaw names them), as smartctl prints those rows.
+func TestWearFromRawLifeLeft(t *testing.T) {
+	row := func(id int, name string, value int, raw string) []byte {
+		return []byte(fmt.Sprintf(`{"smartctl":{"exit_status":0},"device":{"name":"/dev/sda","protocol":"ATA"},
+"ata_smart_attributes":{"table":[{"id":%d,"name":%q,"value":%d,"worst":%d,"thresh":0,"raw":{"value":%s,"string":%q}}]}}`, id, name, value, value, raw, raw))
+	}
+	for _, tc := range []struct {
+		name string
+		doc  []byte
+		want float64
+	}{
+		{"Kingston SKC400: normalised 100, raw 74", row(231, "SSD_Life_Left", 100, "74"), 0.26},
+		{"Phison SSD (smartctl 7.4): normalised 100, raw 93", row(231, "SSD_Life_Left", 100, "93"), 0.07},
+		{"Transcend MTS400: normalised 100, raw 96", row(169, "Remaining_Lifetime_Perc", 100, "96"), 0.04},
+		{"Kingston A400: both moved, normalised 98, raw 98", row(231, "SSD_Life_Left", 98, "98"), 0.02},
+		{"a fresh drive: normalised 100, raw 100", row(231, "SSD_Life_Left", 100, "100"), 0},
+		{"Intel 233 counts down only in the normalised value: raw 0 is not life left", row(233, "Media_Wearout_Indicator", 100, "0"), 0},
+		{"a raw that is no percentage is ignored", row(169, "Remaining_Lifetime_Perc", 100, "65406"), 0},
+	} {
+		r, err := Parse(tc.doc)
+		require.NoError(t, err, tc.name)
+		require.NotNil(t, r.Health.WearUsedRatio, tc.name)
+		require.InDelta(t, tc.want, *r.Health.WearUsedRatio, 1e-9, tc.name)
+	}
 }
