@@ -114,7 +114,19 @@ var (
 	smartAttrWorstDesc   = smartDesc("smart_attribute_worst", "ATA SMART attribute worst normalised value.", "id", "name")
 	smartAttrThreshDesc  = smartDesc("smart_attribute_threshold", "ATA SMART attribute failure threshold.", "id", "name")
 	smartAttrRawDesc     = smartDesc("smart_attribute_raw", "ATA SMART attribute raw value (48-bit, vendor-encoded).", "id", "name")
-	smartSelfTestDesc    = smartDesc("smart_selftest_last_result",
+	smartTempMaxOpDesc   = smartDesc("smart_temperature_max_operating_celsius",
+		"The drive's own highest recommended operating temperature (NVMe warning composite threshold, ATA SCT recommended maximum).")
+	smartTempCritDesc = smartDesc("smart_temperature_critical_celsius",
+		"The drive's own critical temperature (NVMe critical composite threshold, ATA SCT absolute limit).")
+	smartCmdTimeoutsDesc = smartDesc("smart_command_timeouts_total",
+		"ATA attribute 188 Command_Timeout, the leading count of its raw value (a Backblaze failure predictor).")
+	smartReadBytesDesc       = smartDesc("smart_read_bytes_total", "Bytes the host read, as the NVMe drive counts them (data units read × 512,000).")
+	smartWrittenBytesDesc    = smartDesc("smart_written_bytes_total", "Bytes the host wrote, as the NVMe drive counts them (data units written × 512,000).")
+	smartUnsafeShutdownsDesc = smartDesc("smart_unsafe_shutdowns_total", "NVMe unsafe shutdowns (power lost without a shutdown notification).")
+	smartErrLogDesc          = smartDesc("smart_error_log_entries_total", "NVMe error information log entries over the controller's life.")
+	smartSCSIErrorsDesc      = smartDesc("smart_scsi_errors_total",
+		"SCSI error counter log totals by op (read, write, verify) and kind (corrected, uncorrected).", "op", "kind")
+	smartSelfTestDesc = smartDesc("smart_selftest_last_result",
 		"The newest entry of the drive's self-test log: 1 for its result (passed, failed, aborted, in_progress), 0 for the others; type is the test as smartctl names it.", "type", "result")
 	smartSelfTestAgeDesc = smartDesc("smart_selftest_last_age_seconds",
 		"Power-on time since the newest self-test in the log ran (the log counts power-on hours, not wall time).")
@@ -213,6 +225,16 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 		for bit, flag := range smart.CriticalWarningFlags {
 			gauge(smartCritWarnDesc, float64(*h.CriticalWarning>>bit&1), flag)
 		}
+	}
+	opt(smartTempMaxOpDesc, h.TemperatureMaxOperatingCelsius, prometheus.GaugeValue)
+	opt(smartTempCritDesc, h.TemperatureCriticalCelsius, prometheus.GaugeValue)
+	opt(smartCmdTimeoutsDesc, h.CommandTimeouts, prometheus.CounterValue)
+	opt(smartReadBytesDesc, h.ReadBytes, prometheus.CounterValue)
+	opt(smartWrittenBytesDesc, h.WrittenBytes, prometheus.CounterValue)
+	opt(smartUnsafeShutdownsDesc, h.UnsafeShutdowns, prometheus.CounterValue)
+	opt(smartErrLogDesc, h.ErrorLogEntries, prometheus.CounterValue)
+	for k, v := range h.SCSIErrors {
+		ms = append(ms, prometheus.MustNewConstMetric(smartSCSIErrorsDesc, prometheus.CounterValue, v, dev, k[0], k[1]))
 	}
 	if st := r.SelfTest; st != nil {
 		for _, res := range smart.SelfTestResults {

@@ -226,10 +226,14 @@ func TestExpressionsUseLiveMetrics(t *testing.T) {
 	used, matched := parseAll(t)
 	bin := buildDiskcanary(t)
 	fake := smarttest.Install(t, smarttest.FakeConfig{
-		Scan: []map[string]string{{"name": "/dev/sda", "type": "sat", "protocol": "ATA"}, {"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}},
+		Scan: []map[string]string{{"name": "/dev/sda", "type": "sat", "protocol": "ATA"}, {"name": "/dev/sdb", "type": "sat", "protocol": "ATA"},
+			{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}},
 		Devices: map[string]smarttest.FakeDevice{
-			"/dev/sda":   {Fixture: smarttest.Fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
-			"/dev/nvme0": {Fixture: smarttest.Fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")},
+			"/dev/sda": {Fixture: smarttest.Fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
+			// a self-test log
+			"/dev/sdb": {Fixture: smarttest.Fixture("ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json")},
+			// smartctl 7.5: the drive's own temperature limits
+			"/dev/nvme0": {Fixture: smarttest.Fixture("nvme-healthy-v7.5-beszel.json")},
 		},
 	})
 	dir := t.TempDir()
@@ -256,7 +260,8 @@ smart:
 	}
 	want := []string{"diskcanary_fdatasync_duration_seconds", "diskcanary_read_duration_seconds",
 		"diskcanary_probe_failures_total", "diskcanary_disk_reads_completed_total",
-		"diskcanary_smart_healthy", "diskcanary_smart_reallocated_sectors", "diskcanary_smart_critical_warning", "diskcanary_smart_available_spare_ratio"}
+		"diskcanary_smart_healthy", "diskcanary_smart_reallocated_sectors", "diskcanary_smart_critical_warning", "diskcanary_smart_available_spare_ratio",
+		"diskcanary_smart_selftest_last_result", "diskcanary_smart_temperature_max_operating_celsius"}
 	want = append(want, wantKernel...)
 	var fams map[string]*dto.MetricFamily
 	deadline := time.Now().Add(60 * time.Second)

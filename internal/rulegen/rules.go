@@ -495,10 +495,13 @@ func smartAlerts(p Params) Group {
 			fmt.Sprintf("diskcanary_smart_wear_used_ratio > %s", num(p.WearCritical)), 0,
 			fmt.Sprintf("SSD wear above %g %%", p.WearCritical*100),
 			fmt.Sprintf("%s has used more than %g %% of its rated endurance: plan the replacement now.", on, p.WearCritical*100)),
+		// The drive's own operating limit where it states one (NVMe
+		// WCTEMP, ATA SCT): one fixed number is too lax for many HDDs and
+		// too strict for NVMe drives rated to 70-85 °C.
 		p.alert("DiskcanarySmartTemperatureHigh", "warning",
-			fmt.Sprintf("diskcanary_smart_temperature_celsius > %s", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
-			fmt.Sprintf("disk temperature above %g °C", p.SmartTemperatureCelsius),
-			fmt.Sprintf("%s has been above %g °C for %s.", on, p.SmartTemperatureCelsius, promDuration(p.SmartTemperatureFor))),
+			fmt.Sprintf("diskcanary_smart_temperature_celsius > on (job, instance, device) diskcanary_smart_temperature_max_operating_celsius\nor\n(diskcanary_smart_temperature_celsius > %s unless on (job, instance, device) diskcanary_smart_temperature_max_operating_celsius)", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
+			"disk temperature above its operating limit",
+			fmt.Sprintf(`%s has been above {{ with printf "diskcanary_smart_temperature_max_operating_celsius{instance=%%q,device=%%q}" $labels.instance $labels.device | query }}{{ . | first | value }} °C, its own operating limit,{{ else }}%g °C (it states no limit of its own){{ end }} for %s.`, on, p.SmartTemperatureCelsius, promDuration(p.SmartTemperatureFor))),
 	)
 	return g
 }

@@ -264,10 +264,17 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 	"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 260.0, *r.Health.ReallocatedSectors)
 		require.Equal(t, 536.0, *r.Health.MediaErrors, "535 write + 1 read uncorrected")
+		require.Equal(t, map[[2]string]float64{
+			{"read", "corrected"}: 5330297, {"read", "uncorrected"}: 1,
+			{"write", "corrected"}: 1973, {"write", "uncorrected"}: 535,
+		}, r.Health.SCSIErrors, "the error counter log, no verify page")
 	},
 	"sat-ssd-crucial-m4-xall-v7.4-starosdev.json": func(t *testing.T, r *Result) {
 		require.InDelta(t, 0.03, *r.Health.WearUsedRatio, 1e-9, "device statistics beat the vendor attribute")
 		require.Nil(t, r.Health.TemperatureCelsius, "reports 0 everywhere: no sensor")
+		require.Equal(t, 70.0, *r.Health.TemperatureMaxOperatingCelsius, "SCT recommended maximum")
+		require.Equal(t, 75.0, *r.Health.TemperatureCriticalCelsius, "SCT absolute limit")
+		require.Equal(t, 0.0, *r.Health.CommandTimeouts, "attribute 188")
 	},
 	"sat-ssd-samsung860evo-xall-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
 		require.NotNil(t, r.Health.WearUsedRatio)
@@ -276,6 +283,20 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 		require.InDelta(t, 0.02, *r.Health.WearUsedRatio, 1e-9, "SSD_Life_Left 98")
 		require.Equal(t, []string{"smart_command_failed"}, r.ExitStatus.Bits())
 		require.NotNil(t, r.Health.Healthy, "bit 2 keeps the data")
+	},
+	"nvme-healthy-v7.5-beszel.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 100.0, *r.Health.TemperatureMaxOperatingCelsius, "warning composite threshold")
+		require.Equal(t, 110.0, *r.Health.TemperatureCriticalCelsius, "critical composite threshold")
+		require.Equal(t, 0.0, *r.Health.WearUsedRatio, "smartctl 7.5 endurance_used")
+		require.Equal(t, 0.32, *r.Health.AvailableSpareThresholdRatio, "smartctl 7.5 spare_available")
+		require.Equal(t, 3365429248000.0, *r.Health.ReadBytes, "6,573,104 data units of 512,000 bytes")
+		require.Equal(t, 8212770304000.0, *r.Health.WrittenBytes, "16,040,567 data units")
+		require.Equal(t, 44.0, *r.Health.UnsafeShutdowns)
+		require.Equal(t, 0.0, *r.Health.ErrorLogEntries)
+	},
+	"nvme-healthy-firecuda530-v7.3-netdata.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 4.0, *r.Health.ErrorLogEntries)
+		require.Nil(t, r.Health.TemperatureMaxOperatingCelsius, "smartctl 7.3 prints no limits")
 	},
 	"scsi-intel-raid1-volume-windows-rc4-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
 		require.Nil(t, r.Health.TemperatureCelsius, "temperature 0 on a RAID volume is no sensor")

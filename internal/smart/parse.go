@@ -36,6 +36,23 @@ type Health struct {
 	AvailableSpareThresholdRatio *float64 `json:"available_spare_threshold_ratio"`
 	// CriticalWarning is the NVMe critical-warning byte (see CriticalWarningFlags).
 	CriticalWarning *int `json:"critical_warning"`
+	// The drive's own temperature limits: the operating maximum (NVMe
+	// warning threshold, ATA SCT recommended maximum) and the critical
+	// one (NVMe critical threshold, ATA SCT absolute limit).
+	TemperatureMaxOperatingCelsius *float64 `json:"temperature_max_operating_celsius"`
+	TemperatureCriticalCelsius     *float64 `json:"temperature_critical_celsius"`
+	// CommandTimeouts is ATA attribute 188 (one of Backblaze's five
+	// failure predictors with 5, 187, 197, 198); the leading count of its
+	// raw string where vendors pack several.
+	CommandTimeouts *float64 `json:"command_timeouts"`
+	// NVMe health log counters.
+	ReadBytes       *float64 `json:"read_bytes"`
+	WrittenBytes    *float64 `json:"written_bytes"`
+	UnsafeShutdowns *float64 `json:"unsafe_shutdowns"`
+	ErrorLogEntries *float64 `json:"error_log_entries"`
+	// SCSIErrors are the SCSI error counter log's totals by op (read,
+	// write, verify) and kind (corrected, uncorrected).
+	SCSIErrors map[[2]string]float64 `json:"-"`
 }
 
 // Attribute is one row of the ATA SMART attribute table.
@@ -148,6 +165,12 @@ func normalise(raw *rawOutput) *Result {
 	}
 	if t := raw.Temperature; t != nil {
 		h.TemperatureCelsius = nonZero(t.Current)
+		// 0 is what smartctl prints for a limit the drive did not set.
+		h.TemperatureMaxOperatingCelsius = nonZero(t.OpLimitMax)
+		h.TemperatureCriticalCelsius = nonZero(t.CriticalLimitMax)
+		if h.TemperatureCriticalCelsius == nil {
+			h.TemperatureCriticalCelsius = nonZero(t.LimitMax)
+		}
 	}
 	if p := raw.PowerOnTime; p != nil && p.Hours.ok {
 		s := float64(p.Hours.v) * 3600
@@ -167,6 +190,16 @@ func normalise(raw *rawOutput) *Result {
 		r.nvme(raw)
 	case ProtocolSCSI:
 		r.scsi(raw)
+	}
+	// smartctl 7.5's own normalisation wins over the tables where present.
+	if e := raw.EnduranceUsed; e != nil && e.Current.ok {
+		h.WearUsedRatio = percent(e.Current)
+	}
+	if s := raw.SpareAvailable; s != nil && s.Current.ok {
+		h.AvailableSpareRatio = percent(s.Current)
+		if s.Threshold.ok {
+			h.AvailableSpareThresholdRatio = percent(s.Threshold)
+		}
 	}
 	r.selfTests(raw)
 	return r
@@ -290,6 +323,8 @@ func (r *Result) ataAttrHealth(a *rawATAAttr) {
 				h.PowerOnSeconds = ptr(*v * 3600)
 			}
 		}
+	case 188:
+		h.CommandTimeouts = rawCount(a.Raw)
 	case 12:
 		if h.PowerCycles == nil {
 			h.PowerCycles = rawCount(a.Raw)
@@ -334,6 +369,15 @@ func (r *Result) nvme(raw *rawOutput) {
 	if l.CriticalWarning.ok {
 		h.CriticalWarning = ptr(int(l.CriticalWarning.v & 0xff))
 	}
+	// A data unit is 1,000 512-byte units (NVMe base spec, SMART log).
+	if l.DataUnitsRead.ok {
+		h.ReadBytes = ptr(float64(l.DataUnitsRead.v) * 512_000)
+	}
+	if l.DataUnitsWritten.ok {
+		h.WrittenBytes = ptr(float64(l.DataUnitsWritten.v) * 512_000)
+	}
+	h.UnsafeShutdowns = num(l.UnsafeShutdowns)
+	h.ErrorLogEntries = num(l.ErrorLogEntries)
 }
 
 func (r *Result) scsi(raw *rawOutput) {
@@ -353,9 +397,22 @@ func (r *Result) scsi(raw *rawOutput) {
 	if l := raw.SCSIErrorLog; l != nil {
 		var sum float64
 		var any bool
-		for _, c := range []*rawSCSIErrCounters{l.Read, l.Write, l.Verify} {
-			if c != nil && c.TotalUncorrected.ok {
-				sum += float64(c.TotalUncorrected.v)
+		for _, c := range []struct {
+			op string
+			c  *rawSCSIErrCounters
+		}{{"read", l.Read}, {"write", l.Write}, {"verify", l.Verify}} {
+			if c.c == nil {
+				continue
+			}
+			if h.SCSIErrors == nil {
+				h.SCSIErrors = map[[2]string]float64{}
+			}
+			if c.c.TotalCorrected.ok {
+				h.SCSIErrors[[2]string{c.op, "corrected"}] = float64(c.c.TotalCorrected.v)
+			}
+			if c.c.TotalUncorrected.ok {
+				h.SCSIErrors[[2]string{c.op, "uncorrected"}] = float64(c.c.TotalUncorrected.v)
+				sum += float64(c.c.TotalUncorrected.v)
 				any = true
 			}
 		}

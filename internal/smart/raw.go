@@ -49,6 +49,10 @@ type rawOutput struct {
 	SCSIEnvReports  map[string]rawEnvTemp `json:"scsi_environmental_reports"`
 	SCSIStartStop   *rawSCSIStartStop     `json:"scsi_start_stop_cycle_counter"`
 
+	// smartctl 7.5 normalises wear and spare across protocols.
+	EnduranceUsed  *rawPercent `json:"endurance_used"`
+	SpareAvailable *rawPercent `json:"spare_available"`
+
 	// Self-test logs (--log=selftest), newest entry first.
 	ATASelfTestLog  *rawATASelfTestLog  `json:"ata_smart_self_test_log"`
 	NVMeSelfTestLog *rawNVMeSelfTestLog `json:"nvme_self_test_log"`
@@ -130,6 +134,18 @@ type rawStat struct {
 
 type rawTemp struct {
 	Current optInt `json:"current"`
+	// The drive's own limits: NVMe's warning and critical composite
+	// temperature thresholds (WCTEMP, CCTEMP), ATA SCT's recommended
+	// operating maximum and absolute limit (smartctl -x / -l scttemp).
+	OpLimitMax       optInt `json:"op_limit_max"`
+	LimitMax         optInt `json:"limit_max"`
+	CriticalLimitMax optInt `json:"critical_limit_max"`
+}
+
+// rawPercent is smartctl 7.5's normalised {current_percent, threshold_percent}.
+type rawPercent struct {
+	Current   optInt `json:"current_percent"`
+	Threshold optInt `json:"threshold_percent"`
 }
 
 type rawPowerOn struct {
@@ -182,6 +198,10 @@ type rawNVMeLog struct {
 	PowerCycles             optInt `json:"power_cycles"`
 	PowerOnHours            optInt `json:"power_on_hours"`
 	MediaErrors             optInt `json:"media_errors"`
+	DataUnitsRead           optInt `json:"data_units_read"`
+	DataUnitsWritten        optInt `json:"data_units_written"`
+	UnsafeShutdowns         optInt `json:"unsafe_shutdowns"`
+	ErrorLogEntries         optInt `json:"num_err_log_entries"`
 }
 
 type rawSCSIErrs struct {
@@ -191,6 +211,7 @@ type rawSCSIErrs struct {
 }
 
 type rawSCSIErrCounters struct {
+	TotalCorrected   optInt `json:"total_errors_corrected"`
 	TotalUncorrected optInt `json:"total_uncorrected_errors"`
 }
 
