@@ -44,7 +44,12 @@ type Params struct {
 	SmartTemperatureFor     time.Duration
 	WearWarning             float64
 	WearCritical            float64
-	SmartGrowthWindow       time.Duration
+	// Wear-out forecast: days until wear_used_ratio reaches 1 at its rate
+	// over WearForecastWindow; alert below WearForecastDays (Ceph's
+	// devicehealth warns 6 weeks ahead).
+	WearForecastWindow time.Duration
+	WearForecastDays   float64
+	SmartGrowthWindow  time.Duration
 	SmartStaleAfter         time.Duration
 	SmartFailingFor         time.Duration
 	CollectorFailingFor     time.Duration
@@ -129,6 +134,8 @@ func Defaults() Params {
 		SmartTemperatureFor:       15 * time.Minute,
 		WearWarning:               0.8,
 		WearCritical:              0.9,
+		WearForecastWindow:        30 * 24 * time.Hour,
+		WearForecastDays:          42,
 		SmartGrowthWindow:         time.Hour,
 		SmartStaleAfter:           time.Hour,
 		SmartFailingFor:           30 * time.Minute,
@@ -189,6 +196,8 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.SmartTemperatureFor, "smart.temperature-for", p.SmartTemperatureFor, "for: of the temperature alert")
 	fs.Float64Var(&p.WearWarning, "smart.wear-warning", p.WearWarning, "wear used ratio warning")
 	fs.Float64Var(&p.WearCritical, "smart.wear-critical", p.WearCritical, "wear used ratio critical")
+	fs.DurationVar(&p.WearForecastWindow, "smart.wear-forecast-window", p.WearForecastWindow, "window over which the wear rate of the wear-out forecast is measured")
+	fs.Float64Var(&p.WearForecastDays, "smart.wear-forecast-days", p.WearForecastDays, "warn when the forecast says the drive reaches its rated endurance within this many days")
 	fs.DurationVar(&p.SmartGrowthWindow, "smart.growth-window", p.SmartGrowthWindow, "window in which growing error counters alert")
 	fs.DurationVar(&p.SmartStaleAfter, "smart.stale-after", p.SmartStaleAfter, "SMART data older than this is stale")
 	fs.DurationVar(&p.SmartFailingFor, "smart.failing-for", p.SmartFailingFor, "for: of the SMART collection failing alert")

@@ -118,6 +118,7 @@ func Rules(p Params) RuleFile {
 		iostatRecording(p),
 		attributionRecording(p),
 		etcdRecording(p),
+		smartRecording(p),
 		probeAlerts(p),
 		smartAlerts(p),
 		errorsAlerts(p),
@@ -498,6 +499,10 @@ func smartAlerts(p Params) Group {
 		// The drive's own operating limit where it states one (NVMe
 		// WCTEMP, ATA SCT): one fixed number is too lax for many HDDs and
 		// too strict for NVMe drives rated to 70-85 °C.
+		p.alert("DiskcanarySmartWearOutSoon", "warning",
+			p.wearForecast()+fmt.Sprintf(" < %s", num(p.WearForecastDays)), time.Hour,
+			"SSD reaches its rated endurance within "+fmt.Sprintf("%g", p.WearForecastDays/7)+" weeks",
+			fmt.Sprintf(`At its wear rate of the last %g days, %s reaches its rated endurance (100 %% used) in {{ $value | printf "%%.0f" }} days: order the replacement.`, p.WearForecastWindow.Hours()/24, on)),
 		p.alert("DiskcanarySmartTemperatureHigh", "warning",
 			fmt.Sprintf("diskcanary_smart_temperature_celsius > on (job, instance, device) diskcanary_smart_temperature_max_operating_celsius\nor\n(diskcanary_smart_temperature_celsius > %s unless on (job, instance, device) diskcanary_smart_temperature_max_operating_celsius)", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
 			"disk temperature above its operating limit",
@@ -510,6 +515,24 @@ func smartAlerts(p Params) Group {
 // (the errors collector), by severity: a storm of timeouts and resets
 // (I/O stalls now), medium errors (data the disk cannot read), other I/O
 // errors, filesystem errors, and a filesystem the kernel made read-only.
+// ruleWearForecast is the wear-out forecast in days, per device.
+const ruleWearForecast = "device:diskcanary_smart_wear_used_ratio:days_to_worn_out"
+
+// wearForecast is the days until diskcanary_smart_wear_used_ratio reaches
+// 1 at its rate over WearForecastWindow: the remaining share over the
+// window's increase, times the window. Only a drive that wore during the
+// window has one (wear in whole percent moves in steps; a window of a
+// month smooths them).
+func (p Params) wearForecast() string {
+	w := promDuration(p.WearForecastWindow)
+	return fmt.Sprintf("(1 - diskcanary_smart_wear_used_ratio)\n/ ((diskcanary_smart_wear_used_ratio - diskcanary_smart_wear_used_ratio offset %s) > 0)\n* %s",
+		w, num(p.WearForecastWindow.Hours()/24))
+}
+
+func smartRecording(p Params) Group {
+	return Group{Name: "diskcanary.smart.recording", Rules: []Rule{{Record: ruleWearForecast, Expr: p.wearForecast()}}}
+}
+
 func errorsAlerts(p Params) Group {
 	g := Group{Name: "diskcanary.errors.alerts"}
 	w, sw := promDuration(p.ErrorWindow), promDuration(p.ErrorStormWindow)

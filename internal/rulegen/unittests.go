@@ -218,6 +218,17 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 		f.Tests = append(f.Tests, t)
 	}
 	out["self-drift.yml"] = f
+	// The wear-out forecast needs a month of history: hourly inputs and
+	// evaluations (the alert reads the raw series, aligned with them).
+	f = unitTestFile{RuleFiles: []string{"../diskcanary-rules.yml"}, EvaluationInterval: "1h"}
+	for _, c := range wearForecastCases() {
+		t, err := p.expand(c, rules)
+		if err != nil {
+			return nil, err
+		}
+		f.Tests = append(f.Tests, t)
+	}
+	out["wear-forecast.yml"] = f
 	return out, nil
 }
 
@@ -225,7 +236,7 @@ func UnitTests(p Params) (map[string]unitTestFile, error) {
 // unit tests have (the test requires at least one of each).
 func AlertsCovered() map[string][2]int {
 	cov := map[string][2]int{}
-	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases(), errorsCases(), etcdCases()}
+	all := [][]alertCase{latencyCases(), probeCases(), smartCases(), collectionCases(), driftCases(), selfDriftCases(), attributionCases(), errorsCases(), etcdCases(), wearForecastCases()}
 	for _, cs := range all {
 		for _, c := range cs {
 			if c.alert == "" {
@@ -438,6 +449,26 @@ func driftCases() []alertCase {
 		)
 	}
 	return cases
+}
+
+// wearForecastCases: wear in whole percent, hourly, over 31 days.
+func wearForecastCases() []alertCase {
+	const nvme = `job="diskcanary", instance="n1:9742", device="nvme0n1"`
+	wear := func(values string) []series { return s("diskcanary_smart_wear_used_ratio{"+nvme+"}", values) }
+	return []alertCase{
+		// 80 % used a month ago, 90 % now: 10 points left at 10 a month.
+		{name: "80 → 90 % in a month: worn out in 30 days", input: wear("0.8x360 0.9x400"), at: "744h", interv: "1h",
+			alert: "DiskcanarySmartWearOutSoon", fire: []string{nvme},
+			description: "At its wear rate of the last 30 days, nvme0n1 on n1:9742 reaches its rated endurance (100 % used) in 30 days: order the replacement.",
+			expr:        []exprTest{near(ruleWearForecast, "744h", nvme, 30)}},
+		// 50 → 51 %: 49 points left at 1 a month, about four years.
+		{name: "50 → 51 % in a month: silent", input: wear("0.5x360 0.51x400"), at: "744h", interv: "1h",
+			alert: "DiskcanarySmartWearOutSoon",
+			expr:  []exprTest{near(ruleWearForecast, "744h", nvme, 1470)}},
+		{name: "no wear in a month: no forecast", input: wear("0.95x760"), at: "744h", interv: "1h",
+			alert: "DiskcanarySmartWearOutSoon",
+			expr:  []exprTest{{Expr: ruleWearForecast, EvalTime: "744h"}}},
+	}
 }
 
 func selfDriftCases() []alertCase {
