@@ -47,13 +47,13 @@ type Params struct {
 	// Wear-out forecast: days until wear_used_ratio reaches 1 at its rate
 	// over WearForecastWindow; alert below WearForecastDays (Ceph's
 	// devicehealth warns 6 weeks ahead).
-	WearForecastWindow time.Duration
-	WearForecastDays   float64
-	SmartGrowthWindow  time.Duration
-	SmartStaleAfter         time.Duration
-	SmartFailingFor         time.Duration
-	CollectorFailingFor     time.Duration
-	ExporterDownFor         time.Duration
+	WearForecastWindow  time.Duration
+	WearForecastDays    float64
+	SmartGrowthWindow   time.Duration
+	SmartStaleAfter     time.Duration
+	SmartFailingFor     time.Duration
+	CollectorFailingFor time.Duration
+	ExporterDownFor     time.Duration
 
 	// Fleet drift: p99 over DriftFactor × the cohort median and over
 	// DriftFloor, with at least DriftMinCohort members, for DriftFor.
