@@ -74,18 +74,10 @@ func etcdRecording(p Params) Group {
 		// else the busiest disk under it (a partition's or dm device's
 		// stats are off by default; diskcanary_disk_parent_info joins).
 		Rule{Record: ruleEtcdCanaryBusy, Expr: fmt.Sprintf(`max by (%[1]s) (
-  (
-    rate(diskcanary_disk_io_time_seconds_total[%[2]s])
-    or on (%[3]s, device)
-    max by (%[3]s, device) (
-      max by (%[3]s, device, disk) (diskcanary_disk_parent_info)
-      * on (%[3]s, disk) group_left ()
-      label_replace(rate(diskcanary_disk_io_time_seconds_total[%[2]s]), "disk", "$1", "device", "(.+)")
-    )
-  )
+  %[2]s
   * on (%[3]s, device) group_left (%[1]s)
   max by (%[3]s, device, %[1]s) (diskcanary_probe_target_info{kind="wal"})
-)`, j, w, physicalDiskLabels)},
+)`, j, deviceUtilization(w), physicalDiskLabels)},
 		Rule{Record: ruleEtcdCPUPressure, Expr: fmt.Sprintf("max by (%s) (rate(diskcanary_pressure_cpu_waiting_seconds_total[%s]))", j, w)},
 	)
 

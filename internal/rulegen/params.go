@@ -61,6 +61,11 @@ type Params struct {
 	DriftFloor     time.Duration
 	DriftMinCohort int
 	DriftFor       time.Duration
+	// A target whose disk was busy at least DriftBusyUtilization of the
+	// window and DriftBusyFactor × its cohort's median is not compared:
+	// load raises a healthy disk's p99 (Perseus, FAST '23).
+	DriftBusyUtilization float64
+	DriftBusyFactor      float64
 	// Self drift: 1 h p99 over SelfDriftFactor × the same hour last week.
 	SelfDriftFactor float64
 	SelfDriftFloor  time.Duration
@@ -145,6 +150,8 @@ func Defaults() Params {
 		DriftFloor:                2 * time.Millisecond,
 		DriftMinCohort:            5,
 		DriftFor:                  30 * time.Minute,
+		DriftBusyUtilization:      0.5,
+		DriftBusyFactor:           2,
 		SelfDriftFactor:           2,
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
@@ -208,6 +215,8 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&p.DriftMinCohort, "drift.min-cohort", p.DriftMinCohort, "fleet drift: cohorts smaller than this never alert")
 	fs.Float64Var(&p.AttributionDeviceShare, "attribution.device-share", p.AttributionDeviceShare, "a slow probe is the device's fault when the device's request latency is at least this share of the probe's p99, else the stack's")
 	fs.DurationVar(&p.DriftFor, "drift.for", p.DriftFor, "for: of the fleet drift alerts")
+	fs.Float64Var(&p.DriftBusyUtilization, "drift.busy-utilization", p.DriftBusyUtilization, "fleet drift: a target whose disk was busier than this share of the window (and drift.busy-factor × its cohort's median) is not compared")
+	fs.Float64Var(&p.DriftBusyFactor, "drift.busy-factor", p.DriftBusyFactor, "fleet drift: see drift.busy-utilization")
 	fs.Float64Var(&p.SelfDriftFactor, "self-drift.factor", p.SelfDriftFactor, "self drift: 1 h p99 above this many times the same hour last week")
 	fs.DurationVar(&p.SelfDriftFloor, "self-drift.floor", p.SelfDriftFloor, "self drift: and above this absolute p99")
 	fs.DurationVar(&p.SelfDriftFor, "self-drift.for", p.SelfDriftFor, "for: of the self drift alerts")

@@ -61,6 +61,8 @@ func cohortMembersRule(op string) string {
 }
 
 const (
+	ruleTargetBusy     = "target:diskcanary_disk_utilization:ratio_15m"
+	ruleCohortBusy     = "cohort:diskcanary_disk_utilization:ratio_15m_median"
 	ruleCohortInfo     = "target:diskcanary_cohort:info"
 	ruleDiskModel      = "disk:diskcanary_disk_model:info"
 	ruleDeviceModel    = "device:diskcanary_disk_model:info"
@@ -215,6 +217,23 @@ max by (%[1]s, cohort) (
   )
 )`, t, c, c, physicalDiskLabels, ruleDeviceModel),
 	})
+	// How busy each target's disk was over the cohort window, and the
+	// cohort's median: a busy healthy disk has a higher p99 than its idle
+	// peers (Perseus, FAST '23), so fleet drift leaves out a target whose
+	// disk is much busier than its cohort's.
+	g.Rules = append(g.Rules,
+		Rule{
+			Record: ruleTargetBusy,
+			Expr: fmt.Sprintf(`max by (%[1]s) (
+  max by (%[1]s) (diskcanary_probe_target_info)
+  * on (%[2]s, device) group_left ()
+  %[3]s
+)`, t, physicalDiskLabels, deviceUtilization("15m")),
+		},
+		Rule{
+			Record: ruleCohortBusy,
+			Expr:   fmt.Sprintf("quantile by (%s) (0.5, %s * on (%s) group_left (cohort) %s)", cohortGrouping, ruleTargetBusy, t, ruleCohortInfo),
+		})
 	for _, op := range latencyOps {
 		g.Rules = append(g.Rules,
 			Rule{
@@ -233,6 +252,22 @@ max by (%[1]s, cohort) (
 			})
 	}
 	return g
+}
+
+// deviceUtilization is how busy each device was over window w (iostat's
+// %util, 0..1) by (job, instance, device): its own, else the busiest disk
+// under it (a partition's or dm device's stats may be off;
+// diskcanary_disk_parent_info joins).
+func deviceUtilization(w string) string {
+	return fmt.Sprintf(`(
+    rate(diskcanary_disk_io_time_seconds_total[%[1]s])
+    or on (%[2]s, device)
+    max by (%[2]s, device) (
+      max by (%[2]s, device, disk) (diskcanary_disk_parent_info)
+      * on (%[2]s, disk) group_left ()
+      label_replace(rate(diskcanary_disk_io_time_seconds_total[%[1]s]), "disk", "$1", "device", "(.+)")
+    )
+  )`, w, physicalDiskLabels)
 }
 
 func iostatRecording(p Params) Group {
@@ -618,10 +653,21 @@ func driftAlerts(p Params) Group {
   %[5]s >= %[6]d
 )
 and
-%[1]s > %[7]s`, cohortTargetRule(op.op), cohortGrouping, num(p.DriftFactor), cohortMedianRule(op.op), cohortMembersRule(op.op), p.DriftMinCohort, seconds(p.DriftFloor)),
+%[1]s > %[7]s
+unless on (%[8]s)
+(
+  (
+    (%[9]s * on (%[8]s) group_left (cohort) %[13]s)
+    > on (%[2]s) group_left ()
+    (%[11]s * %[12]s)
+  )
+  and on (%[8]s)
+  %[9]s >= %[10]s
+)`, cohortTargetRule(op.op), cohortGrouping, num(p.DriftFactor), cohortMedianRule(op.op), cohortMembersRule(op.op), p.DriftMinCohort, seconds(p.DriftFloor),
+				t, ruleTargetBusy, num(p.DriftBusyUtilization), num(p.DriftBusyFactor), ruleCohortBusy, ruleCohortInfo),
 			p.DriftFor,
 			op.title+" p99 far above its cohort",
-			fmt.Sprintf("The 15-minute %s p99 of %s is more than %g× the median of its cohort {{ $labels.cohort }} and above %s.", op.title, onTarget, p.DriftFactor, human(p.DriftFloor))))
+			fmt.Sprintf("The 15-minute %s p99 of %s is more than %g× the median of its cohort {{ $labels.cohort }} and above %s, while its disk is not much busier than theirs (a disk busier than %g %% and %g× its cohort's median is left out: load, not a fault, raises a p99).", op.title, onTarget, p.DriftFactor, human(p.DriftFloor), p.DriftBusyUtilization*100, p.DriftBusyFactor)))
 	}
 	for _, op := range latencyOps {
 		if op.op == "write" {

@@ -434,7 +434,28 @@ func driftCases() []alertCase {
 			model = append(model, s(`diskcanary_disk_info{`+inst+`, device="sda", model="ACME SSD 960", serial="S`+fmt.Sprint(i)+`", wwn="", rotational="0"}`, "1x80")...)
 		}
 		slowModel := driftTarget(op, 5, "") + `, cohort="model:ACME SSD 960"`
+		// Disk load: diskcanary_disk_io_time_seconds_total rising by
+		// 60 × util per minute on each member's sda1.
+		loaded := func(slowUtil, fastUtil float64) []series {
+			in := cohort(5, slow, fast, user)
+			for i := 1; i <= 5; i++ {
+				u := fastUtil
+				if i == 5 {
+					u = slowUtil
+				}
+				in = append(in, s(fmt.Sprintf(`diskcanary_disk_io_time_seconds_total{job="diskcanary", instance="n%d:9742", device="sda1"}`, i), fmt.Sprintf("0+%gx80", 60*u))...)
+			}
+			return in
+		}
 		cases = append(cases,
+			alertCase{name: op + ": 10× the median on a disk 80 % busy, its cohort 10 %: load, silent", input: loaded(0.8, 0.1), at: "60m", alert: alert,
+				expr: []exprTest{
+					near(ruleTargetBusy+`{instance="n5:9742"}`, "60m", driftTarget(op, 5, ""), 0.8),
+					near(ruleCohortBusy, "60m", `cohort="m6i.large-gp3", probe="`+probeOf(op)+`"`, 0.1),
+				}},
+			alertCase{name: op + ": 10× the median on an idle disk (2 %, cohort 10 %)", input: loaded(0.02, 0.1), at: "60m", alert: alert, fire: []string{slowUser}},
+			alertCase{name: op + ": 10× the median, 70 % busy in a cohort at 60 %: not busier than its peers", input: loaded(0.7, 0.6), at: "60m", alert: alert, fire: []string{slowUser}},
+			alertCase{name: op + ": 10× the median, 40 % busy against 10 %: under the 50 % floor", input: loaded(0.4, 0.1), at: "60m", alert: alert, fire: []string{slowUser}},
 			alertCase{name: op + ": one of 5 at 10× the cohort median (user cohort)", input: cohort(5, slow, fast, user), at: "60m", alert: alert, fire: []string{slowUser},
 				expr: []exprTest{
 					near(cohortMedianRule(op), "60m", `cohort="m6i.large-gp3", probe="`+probeOf(op)+`"`, 0.000995),
