@@ -1,0 +1,132 @@
+//go:build !race
+
+package probes
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkWakePathAB asks what in a process changes the cost of a paced
+// fdatasync (the daemon read a few per cent above fio and `check` on
+// devices where an fdatasync is a few hundred µs of CPU work, docs/
+// benchmarks.md). The same WAL op (timedWALOp, 2300 bytes, 10 ms gap,
+// priority raised as the probes do) runs in one process under several
+// process conditions, interleaved block by block with the order rotating,
+// so drift of the machine or the device lands on every condition alike:
+//
+//	daemon       the daemon's path: runtime syscall state, gap by time.Sleep
+//	raw          `check`'s path: raw syscall, gap by time.Sleep
+//	+ticker      daemon, plus a goroutine woken every 100 ms (a scrape, a
+//	             ticker: the daemon has a 250 ms watchdog, a 1 s SMART tick)
+//	nanosleep    raw syscall, gap slept by the thread itself in the kernel
+//	             (a raw nanosleep, as fio's thinktime does), no Go timer
+//
+// DISKCANARY_AB_DIR names the directory (the device under test);
+// DISKCANARY_AB_BLOCKS blocks (default 20) of 100 ops per condition.
+//
+//	DISKCANARY_AB_DIR=/mnt/x go test -run '^$' -bench WakePathAB -benchtime 1x ./probes/
+func BenchmarkWakePathAB(b *testing.B) {
+	dir := os.Getenv("DISKCANARY_AB_DIR")
+	if dir == "" {
+		b.Skip("DISKCANARY_AB_DIR is not set: it names the directory to measure")
+	}
+	blocks, _ := strconv.Atoi(os.Getenv("DISKCANARY_AB_BLOCKS"))
+	if blocks <= 0 {
+		blocks = 20
+	}
+	const perBlock, gap, bs, segment = 100, 10 * time.Millisecond, 2300, 64 << 20
+	path := filepath.Join(dir, "wake-path-ab.wal")
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(path)
+	defer unix.Close(fd)
+	if err := unix.Fallocate(fd, 0, 0, segment); err != nil {
+		b.Fatal(err)
+	}
+	_ = unix.Fsync(fd)
+	buf, err := alignedBuffer(bs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer freeBuffer(buf)
+
+	goSleep := func() { time.Sleep(gap) }
+	rawSleep := func() {
+		ts := unix.NsecToTimespec(gap.Nanoseconds())
+		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+	}
+	ticker := func() func() {
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		return func() { close(stop) }
+	}
+	nothing := func() func() { return func() {} }
+	conds := []struct {
+		name  string
+		raw   bool
+		sleep func()
+		bg    func() func()
+	}{
+		{"daemon", false, goSleep, nothing},
+		{"raw", true, goSleep, nothing},
+		{"daemon+ticker", false, goSleep, ticker},
+		{"nanosleep", true, rawSleep, nothing},
+	}
+	got := make([][]time.Duration, len(conds))
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		for blk := 0; blk < blocks; blk++ {
+			for k := range conds {
+				ci := (k + blk) % len(conds)
+				c := conds[ci]
+				stopBG := c.bg()
+				tid, raised, _ := raisePriority()
+				fl := &inflight{}
+				for n := 0; n <= perBlock; n++ { // op 0 primes, untimed
+					if off+bs > segment {
+						off = 0
+					}
+					c.sleep()
+					op := timedWALOp(fl, c.raw, fd, buf, off)
+					if op.err != nil {
+						b.Fatal(op.err)
+					}
+					off += bs
+					if n > 0 {
+						got[ci] = append(got[ci], op.fdatasync)
+					}
+				}
+				lowerPriority(tid, raised)
+				stopBG()
+			}
+		}
+	}
+	for ci, c := range conds {
+		d := got[ci]
+		slices.Sort(d)
+		q := func(p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Nanoseconds()) / 1e3 }
+		b.ReportMetric(q(0.5), c.name+"-p50-µs")
+		b.ReportMetric(q(0.99), c.name+"-p99-µs")
+		b.Logf("%-14s %6d fdatasyncs  p50 %6.1f  p90 %6.1f  p99 %6.1f µs", c.name, len(d), q(0.5), q(0.9), q(0.99))
+	}
+}
