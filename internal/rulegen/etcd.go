@@ -50,7 +50,7 @@ func (p Params) etcdTroubleExpr() string {
 	return fmt.Sprintf("sum by (%s) (\n  %s\n)", p.etcdJoin(), strings.Join(parts, "\n  or\n  "))
 }
 
-func (p Params) etcdJoin() string { return strings.Join(p.EtcdJoinLabels, ", ") }
+func (p Params) etcdJoin() string { return p.withCluster(p.EtcdJoinLabels...) }
 
 func etcdRecording(p Params) Group {
 	g := Group{Name: "diskcanary.etcd.recording"}
@@ -75,9 +75,9 @@ func etcdRecording(p Params) Group {
 		// stats are off by default; diskcanary_disk_parent_info joins).
 		Rule{Record: ruleEtcdCanaryBusy, Expr: fmt.Sprintf(`max by (%[1]s) (
   %[2]s
-  * on (%[3]s, device) group_left (%[1]s)
-  max by (%[3]s, device, %[1]s) (diskcanary_probe_target_info{kind="wal"})
-)`, j, deviceUtilization(w), physicalDiskLabels)},
+  * on (%[3]s, device) group_left (%[4]s)
+  max by (%[3]s, device, %[4]s) (diskcanary_probe_target_info{kind="wal"})
+)`, j, p.deviceUtilization(w), p.instanceLabels(), strings.Join(p.EtcdJoinLabels, ", "))},
 		Rule{Record: ruleEtcdCPUPressure, Expr: fmt.Sprintf("max by (%s) (rate(diskcanary_pressure_cpu_waiting_seconds_total[%s]))", j, w)},
 	)
 
@@ -112,12 +112,9 @@ func etcdRecording(p Params) Group {
 // etcdEvidence renders the figures behind a verdict into an alert text:
 // the recorded values for the alert's node, each only when present.
 func (p Params) etcdEvidence() string {
-	var sel []string
-	for _, l := range p.EtcdJoinLabels {
+	var sel, args []string
+	for _, l := range strings.Split(p.etcdJoin(), ", ") {
 		sel = append(sel, l+"=%q")
-	}
-	var args []string
-	for _, l := range p.EtcdJoinLabels {
 		args = append(args, "$labels."+l)
 	}
 	q := func(rule, what, format string) string {
@@ -154,7 +151,7 @@ func etcdAlerts(p Params) Group {
 		// A canary told which etcd data directory it stands in for
 		// (etcd_data_dir) that measures another device.
 		p.alert("DiskcanaryEtcdCanaryMisplaced", "warning",
-			"diskcanary_probe_etcd_data_dir_info\nunless on (job, instance, probe, device)\ndiskcanary_probe_target_info", p.EtcdDegradedFor,
+			"diskcanary_probe_etcd_data_dir_info\nunless on ("+p.withCluster("job", "instance", "probe", "device")+")\ndiskcanary_probe_target_info", p.EtcdDegradedFor,
 			"the etcd canary measures another disk than etcd's",
 			"Probe {{ $labels.probe }} on {{ $labels.instance }} stands in for etcd's data directory {{ $labels.etcd_data_dir }}, which is on {{ with $labels.device }}{{ . }}{{ else }}a device diskcanary cannot resolve{{ end }}, but it measures another device: its latency and the etcd verdict say nothing about etcd's disk. Move the probe's dir to a sibling of etcd's data directory."),
 		// etcd on a node whose canary measures nothing: the verdict

@@ -67,7 +67,7 @@ func TestFlagsChangeThresholds(t *testing.T) {
 	p := Defaults()
 	fs := flag.NewFlagSet("rulegen", flag.ContinueOnError)
 	p.RegisterFlags(fs)
-	if err := fs.Parse([]string{"-fdatasync.slow", "25ms", "-drift.factor", "4", "-drift.for", "45s", "-target-labels", "job,instance,probe,path,device,rack"}); err != nil {
+	if err := fs.Parse([]string{"-fdatasync.slow", "25ms", "-drift.factor", "4", "-drift.for", "45s", "-target-labels", "job,instance,probe,path,device,rack", "-cluster-label", "region"}); err != nil {
 		t.Fatal(err)
 	}
 	files, err := Files(p)
@@ -75,7 +75,7 @@ func TestFlagsChangeThresholds(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := string(files[RulesPath])
-	for _, want := range []string{"> 0.025\n", "4 * cohort:diskcanary_fdatasync_duration_seconds:p99_15m_median", "for: 45s", "sum by (job, instance, probe, path, device, rack, le)"} {
+	for _, want := range []string{"> 0.025\n", "4 * cohort:diskcanary_fdatasync_duration_seconds:p99_15m_median", "for: 45s", "sum by (region, job, instance, probe, path, device, rack, le)", "sum by (region, job, instance, device) (increase(diskcanary_disk_errors_total"} {
 		if !strings.Contains(rules, want) {
 			t.Errorf("rules generated with flags lack %q", want)
 		}

@@ -114,6 +114,13 @@ type Params struct {
 	// the pod's node name into; a label absent from the series is harmless.
 	// Add others a scrape config attaches (cluster, rack...).
 	TargetLabels []string
+	// ClusterLabel names the cluster a series comes from, where the scrape
+	// config or the remote-write pipeline attaches one (kube-prometheus's
+	// external labels, Thanos, Mimir): every aggregation and join keeps it,
+	// so the same rules run in one Prometheus and in a global ruler over
+	// many clusters whose node and instance names repeat. Absent from the
+	// series, it is harmless; "" leaves it out.
+	ClusterLabel string
 	// CohortLabel, when present on the scrape target, names the cohort
 	// (instance type, volume type); otherwise the disk model is the cohort.
 	CohortLabel string
@@ -170,6 +177,7 @@ func Defaults() Params {
 		EtcdDegradedFor:           5 * time.Minute,
 		JobSelector:               `job="diskcanary"`,
 		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
+		ClusterLabel:              "cluster",
 		CohortLabel:               "cohort",
 		RunbookBase:               "https://github.com/diskcanary/diskcanary/blob/main/docs/runbooks.md",
 	}
@@ -234,6 +242,7 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.EtcdDegradedFor, "etcd.degraded-for", p.EtcdDegradedFor, "for: of the etcd degraded alert")
 	fs.StringVar(&p.JobSelector, "job-selector", p.JobSelector, "label matchers selecting the diskcanary scrape job in up{}")
 	fs.Var(stringList{&p.TargetLabels}, "target-labels", "comma-separated labels that identify one probe target")
+	fs.StringVar(&p.ClusterLabel, "cluster-label", p.ClusterLabel, "label naming the cluster, kept through every aggregation and join (\"\": none)")
 	fs.StringVar(&p.CohortLabel, "cohort-label", p.CohortLabel, "target label naming a user-defined cohort (else: disk model)")
 	fs.StringVar(&p.RunbookBase, "runbook-base", p.RunbookBase, "URL of docs/runbooks.md; alerts link to #alertname")
 }

@@ -2,6 +2,8 @@ package rulegen
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -61,14 +63,27 @@ func cohortMembersRule(op string) string {
 }
 
 const (
-	ruleTargetBusy     = "target:diskcanary_disk_utilization:ratio_15m"
-	ruleCohortBusy     = "cohort:diskcanary_disk_utilization:ratio_15m_median"
-	ruleCohortInfo     = "target:diskcanary_cohort:info"
-	ruleDiskModel      = "disk:diskcanary_disk_model:info"
-	ruleDeviceModel    = "device:diskcanary_disk_model:info"
-	cohortGrouping     = "cohort, probe"
-	physicalDiskLabels = "job, instance"
+	ruleTargetBusy  = "target:diskcanary_disk_utilization:ratio_15m"
+	ruleCohortBusy  = "cohort:diskcanary_disk_utilization:ratio_15m_median"
+	ruleCohortInfo  = "target:diskcanary_cohort:info"
+	ruleDiskModel   = "disk:diskcanary_disk_model:info"
+	ruleDeviceModel = "device:diskcanary_disk_model:info"
+	cohortGrouping  = "cohort, probe"
 )
+
+// withCluster joins labels for a by/on clause, the cluster label first.
+func (p Params) withCluster(labels ...string) string {
+	var out []string
+	if p.ClusterLabel != "" && !slices.Contains(labels, p.ClusterLabel) {
+		out = append(out, p.ClusterLabel)
+	}
+	return strings.Join(append(out, labels...), ", ")
+}
+
+// instanceLabels identify one diskcanary (and so one node's disks);
+// deviceLabels one block device of one instance.
+func (p Params) instanceLabels() string { return p.withCluster("job", "instance") }
+func (p Params) deviceLabels() string   { return p.withCluster("job", "instance", "device") }
 
 // iostatRule is one iostat column as a recording rule.
 type iostatRule struct {
@@ -130,7 +145,7 @@ func Rules(p Params) RuleFile {
 	}}
 }
 
-func (p Params) target() string { return strings.Join(p.TargetLabels, ", ") }
+func (p Params) target() string { return p.withCluster(p.TargetLabels...) }
 
 func probeRecording(p Params) Group {
 	g := Group{Name: "diskcanary.probe.recording"}
@@ -175,7 +190,7 @@ func cohortRecording(p Params) Group {
 		Record: ruleDiskModel,
 		Expr: fmt.Sprintf(`max by (%[1]s, disk, model) (label_replace(diskcanary_disk_info{model!=""}, "disk", "$1", "device", "(.+)"))
 or on (%[1]s, disk)
-max by (%[1]s, disk, model) (label_replace(diskcanary_smart_device_info{model!=""}, "disk", "$1", "device", "(.+)"))`, physicalDiskLabels),
+max by (%[1]s, disk, model) (label_replace(diskcanary_smart_device_info{model!=""}, "disk", "$1", "device", "(.+)"))`, p.instanceLabels()),
 	})
 	// A probe's device → the physical disk(s) under it → their model. A
 	// whole disk is its own parent; a device over disks of several models
@@ -200,7 +215,7 @@ and on (%[1]s, device)
   )
   * on (%[1]s, disk) group_left (model)
   %[2]s
-)) == 1)`, physicalDiskLabels, ruleDiskModel),
+)) == 1)`, p.instanceLabels(), ruleDiskModel),
 	})
 	// The cohort of a target: the user's label if the scrape target has
 	// one, else "model:<disk model>".
@@ -215,7 +230,7 @@ max by (%[1]s, cohort) (
     %[5]s,
     "cohort", "model:$1", "model", "(.+)"
   )
-)`, t, c, c, physicalDiskLabels, ruleDeviceModel),
+)`, t, c, c, p.instanceLabels(), ruleDeviceModel),
 	})
 	// How busy each target's disk was over the cohort window, and the
 	// cohort's median: a busy healthy disk has a higher p99 than its idle
@@ -228,7 +243,7 @@ max by (%[1]s, cohort) (
   max by (%[1]s) (diskcanary_probe_target_info)
   * on (%[2]s, device) group_left ()
   %[3]s
-)`, t, physicalDiskLabels, deviceUtilization("15m")),
+)`, t, p.instanceLabels(), p.deviceUtilization("15m")),
 		},
 		Rule{
 			Record: ruleCohortBusy,
@@ -258,7 +273,7 @@ max by (%[1]s, cohort) (
 // %util, 0..1) by (job, instance, device): its own, else the busiest disk
 // under it (a partition's or dm device's stats may be off;
 // diskcanary_disk_parent_info joins).
-func deviceUtilization(w string) string {
+func (p Params) deviceUtilization(w string) string {
 	return fmt.Sprintf(`(
     rate(diskcanary_disk_io_time_seconds_total[%[1]s])
     or on (%[2]s, device)
@@ -267,7 +282,7 @@ func deviceUtilization(w string) string {
       * on (%[2]s, disk) group_left ()
       label_replace(rate(diskcanary_disk_io_time_seconds_total[%[1]s]), "disk", "$1", "device", "(.+)")
     )
-  )`, w, physicalDiskLabels)
+  )`, w, p.instanceLabels())
 }
 
 func iostatRecording(p Params) Group {
@@ -329,7 +344,7 @@ func attributionRecording(p Params) Group {
 	// (no request in the window) is dropped, not compared.
 	g.Rules = append(g.Rules, Rule{
 		Record: ruleDiskRequestP99,
-		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket[15m]))) >= 0", physicalDiskLabels),
+		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket[15m]))) >= 0", p.instanceLabels()),
 	})
 	// A probe's device: a disk is its own; a partition or dm/md device
 	// takes the slowest disk under it (diskcanary_disk_parent_info). One
@@ -344,7 +359,7 @@ max by (%[1]s, device, op) (
   max by (%[1]s, device, disk) (diskcanary_disk_parent_info)
   * on (%[1]s, disk) group_left (op)
   label_replace(%[2]s{op="%[3]s"}, "disk", "$1", "device", "(.+)")
-)`, physicalDiskLabels, ruleDiskRequestP99, op),
+)`, p.instanceLabels(), ruleDiskRequestP99, op),
 		})
 	}
 	for _, a := range attributedOps {
@@ -356,7 +371,7 @@ max by (%[1]s, device, op) (
 			Labels: map[string]string{"op": a.op, "source": "blocklatency"},
 			Expr: fmt.Sprintf(`max by (%[1]s, device) (%[2]s{op=~"%[3]s"})
 * on (%[1]s, device) group_right ()
-%[4]s`, physicalDiskLabels, ruleDeviceRequestP99, a.requests, onTargets),
+%[4]s`, p.instanceLabels(), ruleDeviceRequestP99, a.requests, onTargets),
 		})
 		var awaits []string
 		for i, c := range a.awaits {
@@ -373,7 +388,7 @@ max by (%[1]s, device, op) (
   %[3]s
 )
 unless on (%[1]s, device)
-%[4]s{op=~"%[5]s"}`, physicalDiskLabels, strings.Join(awaits, "\n    or\n    "), onTargets, ruleDeviceRequestP99, a.requests),
+%[4]s{op=~"%[5]s"}`, p.instanceLabels(), strings.Join(awaits, "\n    or\n    "), onTargets, ruleDeviceRequestP99, a.requests),
 		})
 		lat := fmt.Sprintf(`%s{op="%s"}`, ruleTargetDeviceLat, a.op)
 		share := fmt.Sprintf("on (%s) group_left () (%s * %s)", t, num(p.AttributionDeviceShare), probeP99)
@@ -405,7 +420,7 @@ func (p Params) alert(name, severity string, expr string, forDur time.Duration, 
 		Labels: map[string]string{"severity": severity},
 		Annotations: map[string]string{
 			"summary":     summary,
-			"description": description,
+			"description": p.clusterQueries(description),
 			"runbook_url": p.RunbookBase + "#" + strings.ToLower(name),
 		},
 	}
@@ -413,6 +428,25 @@ func (p Params) alert(name, severity string, expr string, forDur time.Duration, 
 		r.For = promDuration(forDur)
 	}
 	return r
+}
+
+// templateQuery is a query an alert text runs when it renders:
+// printf "FORMAT" ARGS | query.
+var templateQuery = regexp.MustCompile(`printf "([^"]*)" ([^|}]*)\| query`)
+
+// clusterQueries makes the queries in an alert text select the alert's
+// cluster as well as its instance: in a global ruler, instance names
+// repeat across clusters.
+func (p Params) clusterQueries(text string) string {
+	if p.ClusterLabel == "" {
+		return text
+	}
+	return templateQuery.ReplaceAllStringFunc(text, func(m string) string {
+		g := templateQuery.FindStringSubmatch(m)
+		format := strings.ReplaceAll(g[1], "{instance=%q", "{"+p.ClusterLabel+"=%q,instance=%q")
+		args := strings.ReplaceAll(g[2], "$labels.instance", "$labels."+p.ClusterLabel+" $labels.instance")
+		return `printf "` + format + `" ` + args + "| query"
+	})
 }
 
 // stormKinds are the disk error kinds that mean a command did not
@@ -539,7 +573,7 @@ func smartAlerts(p Params) Group {
 			"SSD reaches its rated endurance within "+fmt.Sprintf("%g", p.WearForecastDays/7)+" weeks",
 			fmt.Sprintf(`At its wear rate of the last %g days, %s reaches its rated endurance (100 %% used) in {{ $value | printf "%%.0f" }} days: order the replacement.`, p.WearForecastWindow.Hours()/24, on)),
 		p.alert("DiskcanarySmartTemperatureHigh", "warning",
-			fmt.Sprintf("diskcanary_smart_temperature_celsius > on (job, instance, device) diskcanary_smart_temperature_max_operating_celsius\nor\n(diskcanary_smart_temperature_celsius > %s unless on (job, instance, device) diskcanary_smart_temperature_max_operating_celsius)", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
+			fmt.Sprintf("diskcanary_smart_temperature_celsius > on ("+p.deviceLabels()+") diskcanary_smart_temperature_max_operating_celsius\nor\n(diskcanary_smart_temperature_celsius > %s unless on ("+p.deviceLabels()+") diskcanary_smart_temperature_max_operating_celsius)", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
 			"disk temperature above its operating limit",
 			fmt.Sprintf(`%s has been above {{ with printf "diskcanary_smart_temperature_max_operating_celsius{instance=%%q,device=%%q}" $labels.instance $labels.device | query }}{{ . | first | value }} °C, its own operating limit,{{ else }}%g °C (it states no limit of its own){{ end }} for %s.`, on, p.SmartTemperatureCelsius, promDuration(p.SmartTemperatureFor))),
 	)
@@ -575,21 +609,21 @@ func errorsAlerts(p Params) Group {
 	byKind := kindsText("sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q,device=%q}["+w+"])) > 0", "$labels.instance $labels.device", " By kind:")
 	g.Rules = append(g.Rules,
 		p.alert("DiskcanaryDiskTimeoutStorm", "critical",
-			fmt.Sprintf("sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind=~%q}[%s])) >= %d", stormKinds, sw, p.ErrorStormCount), 0,
+			fmt.Sprintf("sum by ("+p.deviceLabels()+") (increase(diskcanary_disk_errors_total{kind=~%q}[%s])) >= %d", stormKinds, sw, p.ErrorStormCount), 0,
 			"disk timeouts and resets: I/O is stalling",
 			fmt.Sprintf("The kernel logged {{ $value | printf \"%%.0f\" }} command timeouts, aborts, resets or link losses on %s in the last %s (%d or more page): each one stalls I/O for the driver's timeout.", on, sw, p.ErrorStormCount)+byKind),
 		p.alert("DiskcanaryDiskMediumErrors", "warning",
-			fmt.Sprintf(`sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind="medium"}[%s])) > 0`, w), 0,
+			fmt.Sprintf(`sum by (`+p.deviceLabels()+`) (increase(diskcanary_disk_errors_total{kind="medium"}[%s])) > 0`, w), 0,
 			"the disk cannot read or write some of its sectors",
 			"The kernel logged medium errors on "+on+" in the last "+w+": the disk failed requests for sectors it cannot read or write. Compare SMART's pending and reallocated sectors."),
 		p.alert("DiskcanaryDiskIOErrors", "warning",
-			fmt.Sprintf(`sum by (job, instance, device) (increase(diskcanary_disk_errors_total{kind!~"medium|%s"}[%s])) > 0`, stormKinds, w), 0,
+			fmt.Sprintf(`sum by (`+p.deviceLabels()+`) (increase(diskcanary_disk_errors_total{kind!~"medium|%s"}[%s])) > 0`, stormKinds, w), 0,
 			"I/O errors on a disk",
 			"The kernel logged I/O errors on "+on+" in the last "+w+"."+byKind),
 		p.alert("DiskcanaryFilesystemErrors", "warning",
-			fmt.Sprintf(`sum by (job, instance, device, fstype) (increase(diskcanary_filesystem_errors_total{kind!="warning"}[%[1]s]))
+			fmt.Sprintf(`sum by (`+p.deviceLabels()+`, fstype) (increase(diskcanary_filesystem_errors_total{kind!="warning"}[%[1]s]))
 or
-sum by (job, instance, device, fstype) (delta(diskcanary_filesystem_recorded_errors[%[1]s]) > 0)`, w), 0,
+sum by (`+p.deviceLabels()+`, fstype) (delta(diskcanary_filesystem_recorded_errors[%[1]s]) > 0)`, w), 0,
 			"filesystem errors",
 			"The {{ $labels.fstype }} filesystem on "+on+" reported errors in the last "+w+" (diskcanary_filesystem_errors_total by kind: error, io, corruption, journal_abort, shutdown, remount_ro): run its fsck at the next chance; an XFS shutdown or an aborted journal stops all writes now."),
 		p.alert("DiskcanaryFilesystemReadOnly", "critical",
@@ -609,7 +643,7 @@ func collectionAlerts(p Params) Group {
 			"SMART cannot be read",
 			"Reading SMART from "+on+" has failed for "+promDuration(p.SmartFailingFor)+" (smartctl exit status in diskcanary_smartctl_exit_status)."),
 		p.alert("DiskcanarySmartStale", "warning",
-			fmt.Sprintf("time() - diskcanary_smart_last_success_timestamp_seconds > %s\nunless on (job, instance, device)\ndiskcanary_smart_standby == 1", seconds(p.SmartStaleAfter)), 5*time.Minute,
+			fmt.Sprintf("time() - diskcanary_smart_last_success_timestamp_seconds > %s\nunless on ("+p.deviceLabels()+")\ndiskcanary_smart_standby == 1", seconds(p.SmartStaleAfter)), 5*time.Minute,
 			"SMART data is stale",
 			"The last successful SMART read of "+on+" is more than "+promDuration(p.SmartStaleAfter)+" old."),
 		p.alert("DiskcanarySmartctlTimeouts", "warning",

@@ -158,8 +158,8 @@ func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 		}
 		ann := map[string]string{}
 		for k, v := range r.Annotations {
-			v = strings.ReplaceAll(v, attributionText, causeText(c.cause))
-			v = strings.ReplaceAll(v, p.errorsText(), c.kernelErrors)
+			v = strings.ReplaceAll(v, p.clusterQueries(attributionText), causeText(c.cause))
+			v = strings.ReplaceAll(v, p.clusterQueries(p.errorsText()), c.kernelErrors)
 			ann[k] = labelRef.ReplaceAllStringFunc(v, func(m string) string {
 				return lbls[labelRef.FindStringSubmatch(m)[1]]
 			})

@@ -18,6 +18,13 @@ func errorsCases() []alertCase {
 			input:       concat(disk("sda", "timeout", "0x4 1 2 2x12"), disk("sda", "reset", "0x6 1x12"), disk("sdb", "timeout", "0x4 1x14")),
 			fire:        []string{host + `, device="sda"`},
 			description: "The kernel logged 3 command timeouts, aborts, resets or link losses on sda on n1:9742 in the last 10m (3 or more page): each one stalls I/O for the driver's timeout. By kind: reset ×1 timeout ×2."},
+		// A global ruler (Thanos, Mimir) over two clusters whose node
+		// names repeat: counted per cluster, and the text's query too.
+		{name: "3 timeouts in cluster a, 2 on the same instance and disk in cluster b: a storm in a only", alert: "DiskcanaryDiskTimeoutStorm", at: "10m",
+			input: concat(s(`diskcanary_disk_errors_total{cluster="a", `+host+`, device="sda", kind="timeout"}`, "0x4 1 2 3x12"),
+				s(`diskcanary_disk_errors_total{cluster="b", `+host+`, device="sda", kind="timeout"}`, "0x4 1 2 2x12")),
+			fire:        []string{`cluster="a", ` + host + `, device="sda"`},
+			description: "The kernel logged 3 command timeouts, aborts, resets or link losses on sda on n1:9742 in the last 10m (3 or more page): each one stalls I/O for the driver's timeout. By kind: timeout ×3."},
 		{name: "2 timeouts in 10 minutes: silent", alert: "DiskcanaryDiskTimeoutStorm", at: "10m",
 			input: disk("sda", "timeout", "0x4 1 2 2x12")},
 		{name: "a medium error", alert: "DiskcanaryDiskMediumErrors", at: "10m",
