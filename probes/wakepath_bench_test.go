@@ -3,10 +3,13 @@
 package probes
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -28,6 +31,12 @@ import (
 //	             ticker: the daemon has a 250 ms watchdog, a 1 s SMART tick)
 //	nanosleep    raw syscall, gap slept by the thread itself in the kernel
 //	             (a raw nanosleep, as fio's thinktime does), no Go timer
+//	+listener    an idle listening socket in the process (the daemon's
+//	             /metrics server): the timer that ends the gap is then
+//	             waited for in the netpoller's epoll_pwait
+//	daemon+bpf   daemon, with the blocklatency collector's eBPF program
+//	             attached (root; a second diskcanary, DISKCANARY_AB_BIN,
+//	             with only that collector on: skipped without it)
 //
 // DISKCANARY_AB_DIR names the directory (the device under test);
 // DISKCANARY_AB_BLOCKS blocks (default 20) of 100 ops per condition.
@@ -81,6 +90,47 @@ func BenchmarkWakePathAB(b *testing.B) {
 		return func() { close(stop) }
 	}
 	nothing := func() func() { return func() {} }
+	// an idle listening socket, as the daemon's /metrics server has: the
+	// runtime's netpoller then has a descriptor to watch, and the thread
+	// waiting for the next timer waits in epoll_pwait, woken through it
+	listener := func() func() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		return func() { l.Close() }
+	}
+	// the daemon's blocklatency collector: an eBPF program on every block
+	// request's issue and completion
+	// (system-wide, so a second diskcanary with only that collector on;
+	// DISKCANARY_AB_BIN names the binary)
+	bpf := func() func() {
+		bin := os.Getenv("DISKCANARY_AB_BIN")
+		if bin == "" {
+			return func() {}
+		}
+		cmd := exec.Command(bin, "serve", "--no-collector.probes", "--no-collector.smart", "--no-collector.diskstats",
+			"--no-collector.errors", "--no-collector.pressure", "--web.listen-address", "127.0.0.1:19747")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if out, err := exec.Command("curl", "-sf", "http://127.0.0.1:19747/metrics").Output(); err == nil && strings.Contains(string(out), "diskcanary_blocklatency_available 1") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	}
 	conds := []struct {
 		name  string
 		raw   bool
@@ -91,6 +141,9 @@ func BenchmarkWakePathAB(b *testing.B) {
 		{"raw", true, goSleep, nothing},
 		{"daemon+ticker", false, goSleep, ticker},
 		{"nanosleep", true, rawSleep, nothing},
+		{"daemon+bpf", false, goSleep, bpf},
+		{"daemon+listener", false, goSleep, listener},
+		{"raw+listener", true, goSleep, listener},
 	}
 	got := make([][]time.Duration, len(conds))
 	off := int64(0)
