@@ -4,9 +4,11 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/smart"
 )
 
@@ -43,11 +45,31 @@ func newSmartPart(o Options) (Part, error) {
 		RescanInterval: c.RescanInterval,
 		VanishedAfter:  c.VanishedAfter,
 		NoCheck:        c.NoCheck,
+		SelfTests:      selfTestConfig(&c.SelfTests),
 		Devices:        targets,
 		ProcFS:         o.Config.ProcFS,
 		SysFS:          o.Config.SysFS,
 		Logger:         o.Logger,
 	})}, nil
+}
+
+// selfTestConfig maps the config's per-protocol sections (ata, nvme, scsi)
+// onto the protocols smartctl reports.
+func selfTestConfig(c *config.SelfTests) smart.SelfTestConfig {
+	short, long := c.Intervals("")
+	out := smart.SelfTestConfig{
+		Enabled:         c.Enabled,
+		Default:         [2]time.Duration{short, long},
+		ByProtocol:      map[string][2]time.Duration{},
+		StartHour:       c.StartHour,
+		Window:          c.Window,
+		MaxStandbySkips: c.MaxStandbySkips,
+	}
+	for class, protocol := range map[string]string{"ata": smart.ProtocolATA, "nvme": smart.ProtocolNVMe, "scsi": smart.ProtocolSCSI} {
+		short, long := c.Intervals(class)
+		out.ByProtocol[protocol] = [2]time.Duration{short, long}
+	}
+	return out
 }
 
 func (p *smartPart) Run(ctx context.Context) { p.runner.Run(ctx) }
@@ -132,6 +154,18 @@ var (
 		"Power-on time since the newest self-test in the log ran (the log counts power-on hours, not wall time).")
 	smartSelfTestLBADesc = smartDesc("smart_selftest_failed_lba",
 		"First failing LBA of the newest failed self-test in the log that reports one.")
+	smartSelfTestInProgressDesc = smartDesc("smart_selftest_in_progress",
+		"1 while the drive reports a self-test running (ATA self-test execution status, NVMe current operation, SCSI self-test log), whoever started it.")
+	smartSelfTestRemainingDesc = smartDesc("smart_selftest_remaining_ratio",
+		"Share of the running self-test still to do, where the drive reports it (ATA in tenths, NVMe in percent).")
+	smartSelfTestStartsDesc = smartDesc("smart_selftest_starts_total",
+		"Scheduled self-tests diskcanary started on the drive, by type (short, long).", "type")
+	smartSelfTestSkipsDesc = smartDesc("smart_selftest_skips_total",
+		"Due self-tests not started, by type and reason: standby (the disk slept; after smart.self_tests.max_standby_skips in a row it is woken), in_progress (a test already runs on it), controller_busy (a disk behind its controller is testing), start_failed (smartctl did not start it).", "type", "reason")
+	smartSelfTestLastStartDesc = smartDesc("smart_selftest_last_start_timestamp_seconds",
+		"When diskcanary last started a self-test of this type on the drive.", "type")
+	smartControllerInfoDesc = smartDesc("smart_controller_info",
+		"The controller a device's scheduled self-tests are staggered with (pci:ADDRESS, scsi:hostN, port:/dev/NODE for RAID ports, disk:NAME when none was found); always 1.", "controller")
 	smartExitDesc    = smartDesc("smartctl_exit_status", "Exit status of the last smartctl run (a bitmask, see smartctl(8)); -1 if it did not finish.")
 	smartExitBitDesc = smartDesc("smartctl_exit_status_bit", "One bit of the last smartctl exit status, by name.", "bit")
 	smartSuccessDesc = smartDesc("smart_collect_success",
@@ -197,6 +231,19 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 		gauge(smartMissingCapDesc, 1, d.MissingCapability)
 	}
 
+	if d.SelfTestsEnabled {
+		gauge(smartControllerInfoDesc, 1, d.Controller)
+		for k, kind := range smart.SelfTestKinds {
+			ms = append(ms, prometheus.MustNewConstMetric(smartSelfTestStartsDesc, prometheus.CounterValue, float64(d.SelfTestStarts[k]), dev, kind))
+			for reason, name := range smart.SelfTestSkipReasons {
+				ms = append(ms, prometheus.MustNewConstMetric(smartSelfTestSkipsDesc, prometheus.CounterValue, float64(d.SelfTestSkips[k][reason]), dev, kind, name))
+			}
+			if t := d.SelfTestLastStart[k]; !t.IsZero() {
+				gauge(smartSelfTestLastStartDesc, float64(t.UnixNano())/1e9, kind)
+			}
+		}
+	}
+
 	r := d.Result
 	if r == nil {
 		return ms
@@ -242,6 +289,14 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 		}
 		opt(smartSelfTestAgeDesc, st.AgeSeconds, prometheus.GaugeValue)
 		opt(smartSelfTestLBADesc, st.FailedLBA, prometheus.GaugeValue)
+	}
+	// A disk found asleep runs no test, whatever its last read said.
+	if p := &r.Testing; p.Reported {
+		running := p.InProgress && !d.Standby
+		gauge(smartSelfTestInProgressDesc, smartBool(running))
+		if running {
+			opt(smartSelfTestRemainingDesc, p.RemainingRatio, prometheus.GaugeValue)
+		}
 	}
 	for i := range r.Attributes {
 		a := &r.Attributes[i]

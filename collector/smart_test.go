@@ -148,6 +148,82 @@ func smartRegistry(t testing.TB, c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
+// Self-test progress comes from the drive's own status in real-shaped
+// smartctl output; the scheduling counters from the runner's state.
+func TestSmartMetricsSelfTests(t *testing.T) {
+	ata := smartStateFromFixture(t, "synth-ata-selftest-in-progress-v7.3.json")
+	ata.Label = "sda"
+	ata.SelfTestsEnabled, ata.Controller = true, "pci:0000:00:17.0"
+	ata.SelfTestStarts = [2]uint64{1, 0}
+	ata.SelfTestSkips[smart.SelfTestShort][smart.SkipStandby] = 2
+	ata.SelfTestSkips[smart.SelfTestShort][smart.SkipControllerBusy] = 1
+	ata.SelfTestLastStart[smart.SelfTestShort] = time.Unix(1700000000, 0)
+	nvme := smartStateFromFixture(t, "synth-nvme-selftest-in-progress-v7.5.json")
+	nvme.Label = "nvme0n1"
+	idle := smartStateFromFixture(t, "ata-hdd-healthy-hgst-hms5c4040-v7.3-libblockdev.json")
+	idle.Label = "sdb"
+	// Asleep now: its last read's running test is over, whatever it said.
+	asleep := smartStateFromFixture(t, "synth-ata-selftest-in-progress-v7.3.json")
+	asleep.Label, asleep.Standby = "sdc", true
+	scsi := smartStateFromFixture(t, "scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json")
+	scsi.Label = "sdd"
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: []smart.DeviceState{ata, nvme, idle, asleep, scsi}}}
+	smartRegistry(t, c)
+	want := `
+# HELP diskcanary_smart_selftest_in_progress 1 while the drive reports a self-test running (ATA self-test execution status, NVMe current operation, SCSI self-test log), whoever started it.
+# TYPE diskcanary_smart_selftest_in_progress gauge
+diskcanary_smart_selftest_in_progress{device="nvme0n1"} 1
+diskcanary_smart_selftest_in_progress{device="sda"} 1
+diskcanary_smart_selftest_in_progress{device="sdb"} 0
+diskcanary_smart_selftest_in_progress{device="sdc"} 0
+# HELP diskcanary_smart_selftest_remaining_ratio Share of the running self-test still to do, where the drive reports it (ATA in tenths, NVMe in percent).
+# TYPE diskcanary_smart_selftest_remaining_ratio gauge
+diskcanary_smart_selftest_remaining_ratio{device="nvme0n1"} 0.7
+diskcanary_smart_selftest_remaining_ratio{device="sda"} 0.9
+# HELP diskcanary_smart_selftest_starts_total Scheduled self-tests diskcanary started on the drive, by type (short, long).
+# TYPE diskcanary_smart_selftest_starts_total counter
+diskcanary_smart_selftest_starts_total{device="sda",type="long"} 0
+diskcanary_smart_selftest_starts_total{device="sda",type="short"} 1
+# HELP diskcanary_smart_selftest_skips_total Due self-tests not started, by type and reason: standby (the disk slept; after smart.self_tests.max_standby_skips in a row it is woken), in_progress (a test already runs on it), controller_busy (a disk behind its controller is testing), start_failed (smartctl did not start it).
+# TYPE diskcanary_smart_selftest_skips_total counter
+diskcanary_smart_selftest_skips_total{device="sda",reason="controller_busy",type="long"} 0
+diskcanary_smart_selftest_skips_total{device="sda",reason="controller_busy",type="short"} 1
+diskcanary_smart_selftest_skips_total{device="sda",reason="in_progress",type="long"} 0
+diskcanary_smart_selftest_skips_total{device="sda",reason="in_progress",type="short"} 0
+diskcanary_smart_selftest_skips_total{device="sda",reason="standby",type="long"} 0
+diskcanary_smart_selftest_skips_total{device="sda",reason="standby",type="short"} 2
+diskcanary_smart_selftest_skips_total{device="sda",reason="start_failed",type="long"} 0
+diskcanary_smart_selftest_skips_total{device="sda",reason="start_failed",type="short"} 0
+# HELP diskcanary_smart_selftest_last_start_timestamp_seconds When diskcanary last started a self-test of this type on the drive.
+# TYPE diskcanary_smart_selftest_last_start_timestamp_seconds gauge
+diskcanary_smart_selftest_last_start_timestamp_seconds{device="sda",type="short"} 1.7e+09
+# HELP diskcanary_smart_controller_info The controller a device's scheduled self-tests are staggered with (pci:ADDRESS, scsi:hostN, port:/dev/NODE for RAID ports, disk:NAME when none was found); always 1.
+# TYPE diskcanary_smart_controller_info gauge
+diskcanary_smart_controller_info{controller="pci:0000:00:17.0",device="sda"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"diskcanary_smart_selftest_in_progress", "diskcanary_smart_selftest_remaining_ratio", "diskcanary_smart_selftest_starts_total",
+		"diskcanary_smart_selftest_skips_total", "diskcanary_smart_selftest_last_start_timestamp_seconds", "diskcanary_smart_controller_info"))
+}
+
+// The config's per-protocol sections reach the runner under the protocol
+// names smartctl reports.
+func TestSmartSelfTestConfig(t *testing.T) {
+	c, err := config.Parse([]byte("smart:\n  self_tests:\n    enabled: true\n    start_hour: 3\n    nvme: {long: 0s}\n    scsi: {short: 48h}\n"))
+	require.NoError(t, err)
+	day := 24 * time.Hour
+	require.Equal(t, smart.SelfTestConfig{
+		Enabled: true,
+		Default: [2]time.Duration{day, 7 * day},
+		ByProtocol: map[string][2]time.Duration{
+			smart.ProtocolATA:  {day, 7 * day},
+			smart.ProtocolNVMe: {day, 0},
+			smart.ProtocolSCSI: {2 * day, 7 * day},
+		},
+		StartHour: 3, Window: 6 * time.Hour, MaxStandbySkips: 12,
+	}, selfTestConfig(&c.Smart.SelfTests))
+}
+
 func TestSmartMetricsNoDataDevice(t *testing.T) {
 	// A device never read yet (or never readable): freshness series only.
 	st := smart.DeviceState{Target: smart.Target{Name: "/dev/sdq"}, Label: "sdq", ExitStatus: -1, Timeouts: 3, Quarantined: true, MissingCapability: "CAP_SYS_RAWIO"}
@@ -418,10 +494,13 @@ func TestSmartMetricsLint(t *testing.T) {
 		"nvme-critical-warning-smart-failed-rc8-smartctl-exporter.json",
 		"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json",
 		"synth-ata-standby-v7.3.json",
+		"synth-ata-selftest-in-progress-v7.3.json",
 	} {
 		st := smartStateFromFixture(t, f)
 		st.Label = "disk" + strconv.Itoa(i)
 		st.Timeouts, st.Quarantined, st.MissingCapability = 1, true, "CAP_SYS_RAWIO"
+		st.SelfTestsEnabled, st.Controller = true, "pci:0000:00:17.0"
+		st.SelfTestLastStart[smart.SelfTestLong] = time.Unix(1700000000, 0)
 		devs = append(devs, st)
 	}
 	reg := smartRegistry(t, smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: devs}})

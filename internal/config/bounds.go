@@ -274,6 +274,19 @@ func optional(r rule[string]) rule[string] {
 	}
 }
 
+// offOr passes 0 (the thing is off) and checks the rest.
+func offOr(r rule[time.Duration]) rule[time.Duration] {
+	return func(v time.Duration, text string, show func(time.Duration) string) string {
+		if v == 0 {
+			return ""
+		}
+		if problem := r(v, text, show); problem != "" {
+			return problem + " (0 turns it off)"
+		}
+		return ""
+	}
+}
+
 // oneOf is an enumeration; the empty string is "required".
 func oneOf(values ...string) rule[string] {
 	return func(v, text string, _ func(string) string) string {

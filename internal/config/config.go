@@ -203,6 +203,15 @@ func (c *Config) readKeys(root *yaml.Node) error {
 	if err := readKeys(smartKeys, smart, "smart", c.src); err != nil {
 		return err
 	}
+	selfTests := lookup(smart, "self_tests")
+	if err := readKeys(selfTestKeys, selfTests, "smart.self_tests", c.src); err != nil {
+		return err
+	}
+	for _, class := range SelfTestClasses {
+		if err := readKeys(selfTestClassKeys, lookup(selfTests, class), "smart.self_tests."+class, c.src); err != nil {
+			return err
+		}
+	}
 	if n := lookup(smart, "devices"); n != nil && n.Kind == yaml.SequenceNode {
 		c.src["smart.devices"] = n
 		for i, item := range n.Content {

@@ -32,6 +32,80 @@ type Smart struct {
 	// smartctl -d type where autodetection cannot work (RAID controllers,
 	// some USB bridges).
 	Devices []SmartDevice `yaml:"devices"`
+	// SelfTests schedules SMART self-tests; off by default.
+	SelfTests SelfTests `yaml:"self_tests"`
+}
+
+// SelfTests schedules short and long SMART self-tests. diskcanary only
+// starts a test (smartctl --test); the drive runs it, and its result is read
+// back from the self-test log every SMART read already fetches.
+//
+// The schedule is an interval per test kind plus one daily window, not
+// smartd's -s regular expression over T/MM/DD/d/HH: "a short test every
+// 24h, a long one every 168h, started between 02:00 and 08:00" is what an
+// SRE wants to write and read back, and it needs no calendar arithmetic to
+// check. A kind is due on a disk when no test of that kind (a long test
+// counts as a short one too) started in the current window, and its last
+// start, as diskcanary saw it or as the drive's self-test log dates it, is
+// at least interval − window ago; the slack lets a test that the stagger
+// pushed late into one window start early in the next instead of slipping
+// a whole day. Reading the drive's log means a restart of diskcanary (or a
+// test smartd ran) does not start the cycle over.
+type SelfTests struct {
+	Enabled bool `yaml:"enabled"`
+	// Short and Long are how often each disk gets that test; 0 turns the
+	// kind off. The per-protocol sections override them.
+	Short time.Duration `yaml:"short"`
+	Long  time.Duration `yaml:"long"`
+	// StartHour is the local hour (0-23) the daily window opens; tests
+	// start only within Window of it (24h: at any time of day).
+	StartHour int           `yaml:"start_hour"`
+	Window    time.Duration `yaml:"window"`
+	// MaxStandbySkips is smartd's -n standby,N: a due test is skipped while
+	// the disk sleeps (counted once per SMART read), and after this many
+	// skips in a row it is started anyway, waking the disk. 0: never skip.
+	MaxStandbySkips int `yaml:"max_standby_skips"`
+	// Per-protocol overrides, by what smartctl reports the disk speaks.
+	ATA  SelfTestClass `yaml:"ata"`
+	NVMe SelfTestClass `yaml:"nvme"`
+	SCSI SelfTestClass `yaml:"scsi"`
+}
+
+// SelfTestClass overrides the intervals for one protocol; nil inherits.
+type SelfTestClass struct {
+	Short *time.Duration `yaml:"short"`
+	Long  *time.Duration `yaml:"long"`
+}
+
+// SelfTestClasses are the keys of the per-protocol sections.
+var SelfTestClasses = []string{"ata", "nvme", "scsi"}
+
+// Class returns the per-protocol section named by one of SelfTestClasses.
+func (s *SelfTests) Class(name string) *SelfTestClass {
+	switch name {
+	case "ata":
+		return &s.ATA
+	case "nvme":
+		return &s.NVMe
+	case "scsi":
+		return &s.SCSI
+	}
+	return nil
+}
+
+// Intervals returns the short and long intervals for a class (one of
+// SelfTestClasses, or "" for the defaults), overrides applied.
+func (s *SelfTests) Intervals(class string) (short, long time.Duration) {
+	short, long = s.Short, s.Long
+	if c := s.Class(class); c != nil {
+		if c.Short != nil {
+			short = *c.Short
+		}
+		if c.Long != nil {
+			long = *c.Long
+		}
+	}
+	return short, long
 }
 
 // SmartDevice is one explicitly configured device.
@@ -53,6 +127,16 @@ const (
 	DefaultSmartRescanInterval = 10 * time.Minute
 	DefaultSmartVanishedAfter  = 30 * time.Minute
 	DefaultSmartNoCheck        = "standby"
+
+	// Self-tests, when enabled: a short test daily and a long one weekly
+	// (what drive vendors and smartd.conf's examples suggest), started in
+	// the small hours, and a sleeping disk woken for its test after an
+	// hour of skips at the default 5 min SMART interval.
+	DefaultSelfTestShort           = 24 * time.Hour
+	DefaultSelfTestLong            = 7 * 24 * time.Hour
+	DefaultSelfTestStartHour       = 2
+	DefaultSelfTestWindow          = 6 * time.Hour
+	DefaultSelfTestMaxStandbySkips = 12
 )
 
 // smartType is what a smartctl -d TYPE looks like: lower-case words joined
@@ -73,6 +157,24 @@ var smartKeys = []key[Smart]{
 	field("nocheck", func(s *Smart) *string { return &s.NoCheck }, text, oneOf("never", "sleep", "standby", "idle")),
 }
 
+// selfTestKeys bounds smart.self_tests. A test kind runs at most once per
+// daily window, so an interval under 24h could only mean "daily"; a year
+// is the longest that still tests a disk in service. The window is at
+// least an hour (the scheduler decides once per SMART read) and at most
+// the whole day.
+var selfTestKeys = []key[SelfTests]{
+	field("short", func(s *SelfTests) *time.Duration { return &s.Short }, duration, offOr(within(24*time.Hour, 366*24*time.Hour))),
+	field("long", func(s *SelfTests) *time.Duration { return &s.Long }, duration, offOr(within(24*time.Hour, 366*24*time.Hour))),
+	field("start_hour", func(s *SelfTests) *int { return &s.StartHour }, count, within(0, 23)),
+	field("window", func(s *SelfTests) *time.Duration { return &s.Window }, duration, within(time.Hour, 24*time.Hour)),
+	field("max_standby_skips", func(s *SelfTests) *int { return &s.MaxStandbySkips }, count, within(0, 10_000)),
+}
+
+var selfTestClassKeys = []key[SelfTestClass]{
+	field("short", func(c *SelfTestClass) *time.Duration { return c.Short }, duration, offOr(within(24*time.Hour, 366*24*time.Hour))),
+	field("long", func(c *SelfTestClass) *time.Duration { return c.Long }, duration, offOr(within(24*time.Hour, 366*24*time.Hour))),
+}
+
 var smartDeviceKeys = []key[SmartDevice]{
 	field("name", func(d *SmartDevice) *string { return &d.Name }, text, devPath),
 	field("type", func(d *SmartDevice) *string { return &d.Type }, text,
@@ -89,6 +191,13 @@ func (s *Smart) setDefaults() {
 	s.RescanInterval = DefaultSmartRescanInterval
 	s.VanishedAfter = DefaultSmartVanishedAfter
 	s.NoCheck = DefaultSmartNoCheck
+	s.SelfTests = SelfTests{
+		Short:           DefaultSelfTestShort,
+		Long:            DefaultSelfTestLong,
+		StartHour:       DefaultSelfTestStartHour,
+		Window:          DefaultSelfTestWindow,
+		MaxStandbySkips: DefaultSelfTestMaxStandbySkips,
+	}
 }
 
 // validate checks the section; src locates keys in the file (may be nil).
@@ -101,6 +210,15 @@ func (s *Smart) validate(src map[string]*yaml.Node) error {
 			return n.Line
 		}
 		return 0
+	}
+	if key, line, problem := checkKeys(selfTestKeys, &s.SelfTests, src, "smart.self_tests"); problem != "" {
+		return at(line, "smart.self_tests.%s: %s", key, problem)
+	}
+	for _, class := range SelfTestClasses {
+		path := "smart.self_tests." + class
+		if key, line, problem := checkKeys(selfTestClassKeys, s.SelfTests.Class(class), src, path); problem != "" {
+			return at(line, "%s.%s: %s", path, key, problem)
+		}
 	}
 	if s.VanishedAfter < s.RescanInterval {
 		return at(line("smart.vanished_after"), "smart.vanished_after: %s is shorter than smart.rescan_interval %s; a device would vanish between two scans", s.VanishedAfter, s.RescanInterval)

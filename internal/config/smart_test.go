@@ -36,6 +36,43 @@ func TestSmartValid(t *testing.T) {
 	}, s.Devices)
 }
 
+// Self-tests are off unless asked for; the defaults are stated once, in
+// smart.go, and every protocol inherits them.
+func TestSmartSelfTestDefaults(t *testing.T) {
+	c, err := Parse(Default)
+	require.NoError(t, err)
+	st := c.Smart.SelfTests
+	require.False(t, st.Enabled)
+	require.Equal(t, 24*time.Hour, st.Short)
+	require.Equal(t, 168*time.Hour, st.Long)
+	require.Equal(t, 2, st.StartHour)
+	require.Equal(t, 6*time.Hour, st.Window)
+	require.Equal(t, 12, st.MaxStandbySkips)
+	for _, class := range append([]string{""}, SelfTestClasses...) {
+		short, long := st.Intervals(class)
+		require.Equal(t, [2]time.Duration{24 * time.Hour, 168 * time.Hour}, [2]time.Duration{short, long}, class)
+	}
+}
+
+func TestSmartSelfTestValid(t *testing.T) {
+	c, err := Load("testdata/smart-selftest-valid.yml")
+	require.NoError(t, err)
+	st := c.Smart.SelfTests
+	require.True(t, st.Enabled)
+	require.Equal(t, 23, st.StartHour)
+	require.Equal(t, 24*time.Hour, st.Window)
+	require.Equal(t, 0, st.MaxStandbySkips)
+	for class, want := range map[string][2]time.Duration{
+		"":     {48 * time.Hour, 720 * time.Hour},
+		"ata":  {48 * time.Hour, 720 * time.Hour},
+		"nvme": {48 * time.Hour, 0},
+		"scsi": {0, 336 * time.Hour},
+	} {
+		short, long := st.Intervals(class)
+		require.Equal(t, want, [2]time.Duration{short, long}, class)
+	}
+}
+
 func TestSmartInvalid(t *testing.T) {
 	cases := map[string]string{
 		"smart-invalid-name.yml":            `line 3: smart.devices[0].name: "sdb" is not a /dev path`,
@@ -49,6 +86,14 @@ func TestSmartInvalid(t *testing.T) {
 		"smart-invalid-device-dotdot.yml":   `line 3: smart.devices[0].name: "/dev/../etc/shadow" contains ".."`,
 		"smart-invalid-smartctl-option.yml": `line 2: smart.smartctl: "--scan" starts with "-"`,
 		"smart-invalid-unknown-key.yml":     "line 4: field typ not found",
+		// Self-tests: every key is refused with its full name and line.
+		"smart-invalid-selftest-short.yml":         "line 4: smart.self_tests.short: 1h is below the minimum of 24h (0 turns it off)",
+		"smart-invalid-selftest-hour.yml":          "line 4: smart.self_tests.start_hour: 24 is above the maximum of 23",
+		"smart-invalid-selftest-window.yml":        "line 4: smart.self_tests.window: 30m is below the minimum of 1h",
+		"smart-invalid-selftest-skips.yml":         "line 4: smart.self_tests.max_standby_skips: -1 is below the minimum of 0",
+		"smart-invalid-selftest-class.yml":         "line 5: smart.self_tests.nvme.short: 12h is below the minimum of 24h (0 turns it off)",
+		"smart-invalid-selftest-unitless.yml":      `line 3: smart.self_tests.long: "168" is not a duration such as 30s, 5m or 100ms`,
+		"smart-invalid-selftest-unknown-class.yml": "line 4: field sata not found",
 	}
 	files, _ := filepath.Glob("testdata/smart-invalid-*.yml")
 	require.Len(t, files, len(cases), "every smart-invalid-*.yml needs an expected error")

@@ -2,7 +2,8 @@
 // model of `smartctl --json` output, its normalisation into one health
 // record that reads the same for ATA, NVMe and SCSI disks, and the runner
 // that invokes smartctl on its own schedule (the only place diskcanary
-// starts a process).
+// starts a process), including the scheduled self-tests it starts on the
+// drives (schedule.go), staggered per controller (controller.go).
 package smart
 
 import (
@@ -82,6 +83,8 @@ type Result struct {
 	// SelfTest is the self-test log's newest entry, nil when the log is
 	// empty or was not read.
 	SelfTest *SelfTest
+	// Testing is the drive's current self-test and when each kind last ran.
+	Testing SelfTestProgress
 
 	// ExitStatus is -1 when unknown (a saved file without smartctl.exit_status).
 	ExitStatus ExitStatus
@@ -202,6 +205,7 @@ func normalise(raw *rawOutput) *Result {
 		}
 	}
 	r.selfTests(raw)
+	r.progress(raw)
 	return r
 }
 

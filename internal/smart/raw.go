@@ -53,6 +53,9 @@ type rawOutput struct {
 	EnduranceUsed  *rawPercent `json:"endurance_used"`
 	SpareAvailable *rawPercent `json:"spare_available"`
 
+	// ATA SMART data (--capabilities): the self-test execution status.
+	ATASmartData *rawATASmartData `json:"ata_smart_data"`
+
 	// Self-test logs (--log=selftest), newest entry first.
 	ATASelfTestLog  *rawATASelfTestLog  `json:"ata_smart_self_test_log"`
 	NVMeSelfTestLog *rawNVMeSelfTestLog `json:"nvme_self_test_log"`
@@ -75,8 +78,30 @@ type rawATASelfTestLog struct {
 	} `json:"standard"`
 }
 
+// rawATASmartData is the part of ATA's SMART READ DATA that smartctl -c
+// prints: the self-test execution status byte and the drive's own
+// estimate of each test's duration.
+type rawATASmartData struct {
+	SelfTest *struct {
+		Status *struct {
+			Value optInt `json:"value"`
+			// smartctl prints it only while a test runs: the status byte's
+			// low nibble × 10.
+			RemainingPercent optInt `json:"remaining_percent"`
+		} `json:"status"`
+		PollingMinutes *struct {
+			Short    optInt `json:"short"`
+			Extended optInt `json:"extended"`
+		} `json:"polling_minutes"`
+	} `json:"self_test"`
+}
+
 type rawNVMeSelfTestLog struct {
-	Table []struct {
+	// The log page's header: the operation in progress (0: none) and, only
+	// while one runs, how much of it is done.
+	CurrentOperation  *rawNamed `json:"current_self_test_operation"`
+	CompletionPercent optInt    `json:"current_self_test_completion_percent"`
+	Table             []struct {
 		Code         rawNamed `json:"self_test_code"`
 		Result       rawNamed `json:"self_test_result"`
 		PowerOnHours optInt   `json:"power_on_hours"`

@@ -43,6 +43,8 @@ type RunnerConfig struct {
 	// Devices are configured explicitly; they win over scanned devices with
 	// the same label and never vanish.
 	Devices []Target
+	// SelfTests schedules self-tests (off unless Enabled).
+	SelfTests SelfTestConfig
 	// ProcFS and SysFS are the host paths (--path.procfs, --path.sysfs).
 	ProcFS, SysFS string
 	Logger        *slog.Logger
@@ -73,6 +75,14 @@ type DeviceState struct {
 	// MissingCapability names the capability (CAP_SYS_RAWIO, CAP_SYS_ADMIN)
 	// whose absence made the last run fail, if that is why it failed.
 	MissingCapability string
+	// Self-test scheduling (SelfTestsEnabled false: off), by kind
+	// (SelfTestShort, SelfTestLong): the controller the device staggers
+	// with, starts diskcanary made, skips by reason, the last start.
+	SelfTestsEnabled  bool
+	Controller        string
+	SelfTestStarts    [2]uint64
+	SelfTestSkips     [2][numSkipReasons]uint64
+	SelfTestLastStart [2]time.Time
 	// Generation changes whenever the state does, so a reader can cache
 	// what it builds from it.
 	Generation uint64
@@ -116,7 +126,10 @@ type device struct {
 	nextRun  time.Time
 	// hangs counts consecutive timeouts; it drives the back-off.
 	hangs int
-	state DeviceState
+	// controller groups devices whose self-tests are staggered (controller.go).
+	controller string
+	st         selfTestState
+	state      DeviceState
 }
 
 // NewRunner builds a runner; Run starts it.
@@ -164,14 +177,18 @@ func NewRunner(cfg RunnerConfig) *Runner {
 }
 
 func (r *Runner) newDevice(t Target, explicit bool, now time.Time) *device {
+	controller := controllerOf(r.cfg.SysFS, t)
 	return &device{
 		target:   t,
 		explicit: explicit,
 		lastSeen: now,
 		// Spread first runs over a tenth of the interval so a host with many
 		// disks does not start all their smartctl processes in one instant.
-		nextRun: now.Add(time.Duration(rand.Int64N(int64(r.cfg.Interval/10) + 1))),
-		state:   DeviceState{Target: t, Label: r.label(t), ExitStatus: -1},
+		nextRun:    now.Add(time.Duration(rand.Int64N(int64(r.cfg.Interval/10) + 1))),
+		controller: controller,
+		st:         selfTestState{active: -1},
+		state: DeviceState{Target: t, Label: r.label(t), ExitStatus: -1,
+			SelfTestsEnabled: r.cfg.SelfTests.Enabled, Controller: controller},
 	}
 }
 
@@ -235,7 +252,17 @@ func (r *Runner) step(ctx context.Context, now time.Time) {
 		go r.scan(ctx)
 	}
 	for _, d := range r.devs {
-		if d.running || now.Before(d.nextRun) {
+		if d.running {
+			continue
+		}
+		// A self-test start and a read of one device never overlap: both
+		// are runs of the device.
+		if kind, wake, ok := r.selfTestDue(d, now); ok {
+			d.running = true
+			go r.startSelfTest(ctx, d, kind, wake)
+			continue
+		}
+		if now.Before(d.nextRun) {
 			continue
 		}
 		d.running = true
@@ -369,10 +396,12 @@ func (r *Runner) args(d *device) []string {
 	// sets exit bit 7 ("self-test log contains errors") only while it
 	// reads it.
 	args := []string{"--json", "--info", "--health", "--attributes", "--log=error", "--log=selftest", "--nocheck=" + r.cfg.NoCheck}
-	// The ACS device-statistics log has the standard SSD wear indicator;
-	// ask for it once the device is known to speak ATA.
+	// The ACS device-statistics log has the standard SSD wear indicator,
+	// and the SMART data (--capabilities) the self-test execution status
+	// and its remaining percent; ask for them once the device is known to
+	// speak ATA. (NVMe reports a running test in its self-test log.)
 	if res := d.state.Result; res != nil && res.Protocol == ProtocolATA {
-		args = append(args, "--log=devstat")
+		args = append(args, "--log=devstat", "--capabilities")
 	}
 	if d.target.Type != "" {
 		args = append(args, "--device="+d.target.Type)
@@ -438,6 +467,7 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 	case res.Standby():
 		st.Standby = true
 		st.Success = true
+		d.st.decide = true
 	case res.ExitStatus.NoData():
 		st.Success = false
 		// What smartctl says it spoke beats what the scan guessed.
@@ -447,9 +477,20 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 		}
 		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.stderr)
 	default:
+		// The first read of an ATA disk went without --capabilities (see
+		// args), so without the self-test execution status: a test that
+		// runs but is not in the log yet would go unseen. The next read
+		// decides.
+		fullRead := res.Protocol != ProtocolATA || st.Result != nil && st.Result.Protocol == ProtocolATA
 		st.Success = true
 		st.LastSuccess = now
 		st.Result = res
+		// Reads and starts of one device never overlap, so this read
+		// began after any start: a test it does not see running is over.
+		if d.st.active >= 0 && !res.Testing.InProgress {
+			d.st.active = -1
+		}
+		d.st.decide = fullRead
 	}
 }
 

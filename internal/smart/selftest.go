@@ -26,6 +26,144 @@ const (
 	SelfTestInProgress = "in_progress"
 )
 
+// Self-test kinds diskcanary schedules, as smartctl --test names them and
+// as the `type` label of the scheduling metrics shows them.
+const (
+	SelfTestShort = 0
+	SelfTestLong  = 1
+)
+
+// SelfTestKinds names the kinds by index.
+var SelfTestKinds = [2]string{"short", "long"}
+
+// SelfTestProgress is what one run says about self-tests beyond the log's
+// newest entry: whether one runs now, how much of it is left, and when each
+// kind last ran.
+type SelfTestProgress struct {
+	// Reported: smartctl printed the drive's current self-test status (ATA
+	// self-test execution status, the NVMe log's current operation) or a
+	// self-test log to infer it from.
+	Reported   bool
+	InProgress bool
+	// RemainingRatio is the share of a running test still to do (ATA
+	// remaining_percent, NVMe 100 − completion percent); nil if unknown.
+	RemainingRatio *float64
+	// LastAgeSeconds is, by kind, the power-on time since the newest log
+	// entry of that kind that ran (passed, failed or running; an aborted
+	// test did not test the disk); nil if the log has none.
+	LastAgeSeconds [2]*float64
+	// ExpectedSeconds is, by kind, the drive's own estimate of the test's
+	// duration (ATA polling minutes); 0 if unknown.
+	ExpectedSeconds [2]float64
+}
+
+// ataSelfTestKind maps the ATA self-test log's test number (ACS-3, SMART
+// self-test log, byte 0: the LBA low register of SMART EXECUTE OFF-LINE
+// IMMEDIATE): 1 short and 2 extended off-line, 129 and 130 their captive
+// forms. Conveyance, selective and vendor tests are neither kind.
+func ataSelfTestKind(v int64) int {
+	switch v {
+	case 1, 129:
+		return SelfTestShort
+	case 2, 130:
+		return SelfTestLong
+	}
+	return -1
+}
+
+// nvmeSelfTestKind maps the NVMe self-test code (NVMe base spec, Device
+// Self-test command, STC field): 1 short, 2 extended.
+func nvmeSelfTestKind(v int64) int {
+	switch v {
+	case 1:
+		return SelfTestShort
+	case 2:
+		return SelfTestLong
+	}
+	return -1
+}
+
+// scsiSelfTestKind maps the SCSI self-test code (SPC-4, SEND DIAGNOSTIC
+// SELF-TEST CODE): 1 background short, 2 background extended, 5 and 6 the
+// foreground forms.
+func scsiSelfTestKind(v int64) int {
+	switch v {
+	case 1, 5:
+		return SelfTestShort
+	case 2, 6:
+		return SelfTestLong
+	}
+	return -1
+}
+
+// ran is true for a log result that exercised the disk.
+func ran(result string) bool {
+	return result == SelfTestPassed || result == SelfTestFailed || result == SelfTestInProgress
+}
+
+// progress fills r.Testing. The drive's current status, where smartctl
+// prints it, is authoritative; otherwise the log's newest entry says
+// whether a test runs (SCSI logs a running test as result 15).
+func (r *Result) progress(raw *rawOutput) {
+	p := &r.Testing
+	now := int64(-1)
+	if po := raw.PowerOnTime; po != nil && po.Hours.ok {
+		now = po.Hours.v
+	}
+	setAge := func(kind int, age *float64) {
+		if kind >= 0 && p.LastAgeSeconds[kind] == nil && age != nil {
+			p.LastAgeSeconds[kind] = age
+		}
+	}
+	if r.SelfTest != nil {
+		p.Reported = true
+		p.InProgress = r.SelfTest.Result == SelfTestInProgress
+	}
+	if d := raw.ATASmartData; d != nil && d.SelfTest != nil {
+		if st := d.SelfTest.Status; st != nil && st.Value.ok {
+			p.Reported = true
+			// ACS-3 self-test execution status: the high nibble 15 means
+			// a test is running.
+			p.InProgress = st.Value.v>>4&0xf == 15
+			if p.InProgress && st.RemainingPercent.ok {
+				p.RemainingRatio = ptr(float64(st.RemainingPercent.v) / 100)
+			}
+		}
+		if pm := d.SelfTest.PollingMinutes; pm != nil {
+			if pm.Short.ok && pm.Short.v > 0 {
+				p.ExpectedSeconds[SelfTestShort] = float64(pm.Short.v) * 60
+			}
+			if pm.Extended.ok && pm.Extended.v > 0 {
+				p.ExpectedSeconds[SelfTestLong] = float64(pm.Extended.v) * 60
+			}
+		}
+	}
+	if l := raw.ATASelfTestLog; l != nil && l.Standard != nil {
+		for _, e := range l.Standard.Table {
+			if ran(ataSelfTestResult(e.Status.Value.v)) && e.LifetimeHours.ok {
+				setAge(ataSelfTestKind(e.Type.Value.v), selfTestAge(now, e.LifetimeHours.v, ataHourWrap))
+			}
+		}
+	}
+	if l := raw.NVMeSelfTestLog; l != nil {
+		if op := l.CurrentOperation; op != nil && op.Value.ok {
+			p.Reported = true
+			p.InProgress = op.Value.v&0xf != 0
+			if p.InProgress && l.CompletionPercent.ok {
+				p.RemainingRatio = ptr(float64(100-l.CompletionPercent.v) / 100)
+			}
+		}
+		for _, e := range l.Table {
+			if ran(nvmeSelfTestResult(e.Result.Value.v)) && e.PowerOnHours.ok {
+				setAge(nvmeSelfTestKind(e.Code.Value.v), selfTestAge(now, e.PowerOnHours.v, 0))
+			}
+		}
+	}
+	if e := raw.SCSISelfTest0; e != nil && ran(scsiSelfTestResult(e.Result.Value.v)) && e.PowerOnTime != nil && e.PowerOnTime.Hours.ok {
+		setAge(scsiSelfTestKind(e.Code.Value.v), selfTestAge(now, e.PowerOnTime.Hours.v, 0))
+	}
+}
+
 // SelfTestResults lists every result a SelfTest can have.
 var SelfTestResults = []string{SelfTestPassed, SelfTestFailed, SelfTestAborted, SelfTestInProgress}
 

@@ -23,6 +23,11 @@ type FakeDevice struct {
 	Exit    *int   `json:"exit,omitempty"`    // exit code override
 	Garbage bool   `json:"garbage,omitempty"` // print text that is not JSON
 	Stderr  string `json:"stderr,omitempty"`  // a line for stderr
+	// A self-test start (--test=KIND) prints SelfTest (default: a bare
+	// successful answer), and the next TestingReads reads print Testing.
+	SelfTest     string `json:"selftest,omitempty"`
+	Testing      string `json:"testing,omitempty"`
+	TestingReads int    `json:"testing_reads,omitempty"`
 }
 
 // FakeConfig is the whole fake: what --scan-open lists and how each device answers.

@@ -4,6 +4,9 @@
 // status, print garbage. Its behaviour comes from the JSON file named by
 // $FAKESMARTCTL_CONFIG (see smarttest.FakeConfig); every start and end is
 // appended to the config's log so tests can check runs never overlap.
+// A self-test start (--test=KIND or -t KIND) prints the device's selftest
+// fixture (or a bare successful answer) and makes the next testing_reads
+// reads print its testing fixture, as a drive reports a running test.
 package main
 
 import (
@@ -11,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +28,10 @@ type device struct {
 	Exit    *int   `json:"exit"`
 	Garbage bool   `json:"garbage"`
 	Stderr  string `json:"stderr"`
+
+	SelfTest     string `json:"selftest"`
+	Testing      string `json:"testing"`
+	TestingReads int    `json:"testing_reads"`
 }
 
 type config struct {
@@ -76,6 +84,29 @@ func main() {
 		os.Exit(2)
 	}
 	logf(c.Log, "start %s %d %s", name, time.Now().UnixNano(), strings.Join(args, " "))
+	// The state of a "running" self-test lives beside the log, which a
+	// test keeps while it rewrites the config.
+	testing := c.Log + ".testing." + strings.ReplaceAll(name, "/", "_")
+	if isTestStart(args) {
+		if c.Log != "" && d.TestingReads > 0 {
+			_ = os.WriteFile(testing, []byte(strconv.Itoa(d.TestingReads)), 0o644)
+		}
+		d.Fixture = d.SelfTest
+		if d.Fixture == "" {
+			fmt.Printf(`{"json_format_version":[1,0],"smartctl":{"version":[7,3],"argv":["smartctl"],"exit_status":0}}`)
+			logf(c.Log, "end %s %d", name, time.Now().UnixNano())
+			return
+		}
+	} else if data, err := os.ReadFile(testing); c.Log != "" && err == nil {
+		if n, _ := strconv.Atoi(string(data)); n > 0 {
+			d.Fixture = d.Testing
+			if n == 1 {
+				_ = os.Remove(testing)
+			} else {
+				_ = os.WriteFile(testing, []byte(strconv.Itoa(n-1)), 0o644)
+			}
+		}
+	}
 	if d.Sleep != "" {
 		dur, _ := time.ParseDuration(d.Sleep)
 		time.Sleep(dur)
@@ -121,6 +152,15 @@ func main() {
 	}
 	logf(c.Log, "end %s %d", name, time.Now().UnixNano())
 	os.Exit(code)
+}
+
+func isTestStart(args []string) bool {
+	for i, a := range args {
+		if strings.HasPrefix(a, "--test=") || a == "-t" && i+1 < len(args) {
+			return true
+		}
+	}
+	return false
 }
 
 func logf(path, format string, args ...any) {

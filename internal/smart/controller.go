@@ -1,0 +1,64 @@
+package smart
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// One controller, for staggering self-tests: the disks whose tests would
+// compete for one host adapter's bandwidth, so at most one of them runs a
+// scheduled self-test at a time.
+//
+//   - A disk addressed through a controller port (-d megaraid,N, cciss,N,
+//     sat+megaraid,N, ...): every disk addressed through the same device
+//     node (/dev/bus/0, /dev/sg1) is behind the same RAID controller.
+//   - Any other disk: the PCI function nearest to it in its sysfs path
+//     (/sys/class/block/sda → .../0000:00:17.0/ata1/host0/.../block/sda:
+//     the AHCI or SAS HBA; .../0000:3d:00.0/nvme/nvme0: an NVMe drive is
+//     its own controller; a USB disk groups with its xHCI host).
+//   - No PCI function (platform devices, a virtual bus): the SCSI host
+//     (hostN) it hangs off.
+//   - Nothing found (no sysfs entry, a name sysfs does not know): the disk
+//     is a controller of its own.
+//
+// The PCI function, not the slot: the two ports of a dual-port HBA are
+// two controllers.
+
+var (
+	// pciAddress is a PCI function's sysfs name, domain:bus:device.function.
+	pciAddress = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	scsiHost   = regexp.MustCompile(`^host[0-9]+$`)
+)
+
+// controllerOf returns the controller key of t (see above).
+func controllerOf(sysfs string, t Target) string {
+	if portSelector(t.Type) {
+		return "port:" + t.Name
+	}
+	name := strings.TrimPrefix(t.Name, "/dev/")
+	if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
+		return "disk:" + t.Name
+	}
+	// sda and nvme0n1 are block devices, nvme0 (what smartctl scans) an
+	// NVMe controller, sg1 a SCSI generic node.
+	for _, class := range []string{"block", "nvme", "scsi_generic"} {
+		p, err := filepath.EvalSymlinks(filepath.Join(sysfs, "class", class, name))
+		if err != nil {
+			continue
+		}
+		elems := strings.Split(filepath.ToSlash(p), "/")
+		for i := len(elems) - 1; i >= 0; i-- {
+			if pciAddress.MatchString(elems[i]) {
+				return "pci:" + elems[i]
+			}
+		}
+		for i := len(elems) - 1; i >= 0; i-- {
+			if scsiHost.MatchString(elems[i]) {
+				return "scsi:" + elems[i]
+			}
+		}
+		break
+	}
+	return "disk:" + t.Name
+}
