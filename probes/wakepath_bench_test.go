@@ -34,6 +34,8 @@ import (
 //	+listener    an idle listening socket in the process (the daemon's
 //	             /metrics server): the timer that ends the gap is then
 //	             waited for in the netpoller's epoll_pwait
+//	daemon+env   daemon, with the daemon's background: the listener, a
+//	             250 ms ticker (its stall watchdog), a 1 s one (SMART)
 //	daemon+bpf   daemon, with the blocklatency collector's eBPF program
 //	             attached (root; a second diskcanary, DISKCANARY_AB_BIN,
 //	             with only that collector on: skipped without it)
@@ -74,10 +76,10 @@ func BenchmarkWakePathAB(b *testing.B) {
 		ts := unix.NsecToTimespec(gap.Nanoseconds())
 		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 	}
-	ticker := func() func() {
+	tickerEvery := func(d time.Duration) func() {
 		stop := make(chan struct{})
 		go func() {
-			t := time.NewTicker(100 * time.Millisecond)
+			t := time.NewTicker(d)
 			defer t.Stop()
 			for {
 				select {
@@ -89,6 +91,7 @@ func BenchmarkWakePathAB(b *testing.B) {
 		}()
 		return func() { close(stop) }
 	}
+	ticker := func() func() { return tickerEvery(100 * time.Millisecond) }
 	nothing := func() func() { return func() {} }
 	// an idle listening socket, as the daemon's /metrics server has: the
 	// runtime's netpoller then has a descriptor to watch, and the thread
@@ -143,6 +146,12 @@ func BenchmarkWakePathAB(b *testing.B) {
 		{"nanosleep", true, rawSleep, nothing},
 		{"daemon+bpf", false, goSleep, bpf},
 		{"daemon+listener", false, goSleep, listener},
+		// the daemon's own background: its /metrics listener, the stall
+		// watchdog's 250 ms tick and the SMART runner's 1 s tick
+		{"daemon+env", false, goSleep, func() func() {
+			a, w, r := listener(), tickerEvery(250*time.Millisecond), tickerEvery(time.Second)
+			return func() { a(); w(); r() }
+		}},
 		{"raw+listener", true, goSleep, listener},
 	}
 	got := make([][]time.Duration, len(conds))
