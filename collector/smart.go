@@ -121,7 +121,7 @@ var (
 		"SMART overall health self-assessment (1 passed, 0 failed; NVMe fails on any critical warning).")
 	smartTempDesc        = smartDesc("smart_temperature_celsius", "Current drive temperature.")
 	smartPowerOnDesc     = smartDesc("smart_power_on_seconds_total", "Power-on time.")
-	smartPowerCyclesDesc = smartDesc("smart_power_cycles_total", "Power cycles (ATA, NVMe).")
+	smartPowerCyclesDesc = smartDesc("smart_power_cycles_total", "Power cycles (ATA, NVMe; SCSI accumulated start-stop cycles).")
 	smartWearDesc        = smartDesc("smart_wear_used_ratio",
 		"Share of rated endurance used (NVMe percentage used, SCSI endurance indicator, ATA device statistics or life attributes); may exceed 1.")
 	smartMediaErrorsDesc = smartDesc("smart_media_errors_total",
@@ -137,11 +137,13 @@ var (
 	smartAttrThreshDesc  = smartDesc("smart_attribute_threshold", "ATA SMART attribute failure threshold.", "id", "name")
 	smartAttrRawDesc     = smartDesc("smart_attribute_raw", "ATA SMART attribute raw value (48-bit, vendor-encoded).", "id", "name")
 	smartTempMaxOpDesc   = smartDesc("smart_temperature_max_operating_celsius",
-		"The drive's own highest recommended operating temperature (NVMe warning composite threshold, ATA SCT recommended maximum).")
+		"The drive's own highest recommended operating temperature (NVMe warning composite threshold, ATA SCT recommended maximum, SCSI reference temperature).")
 	smartTempCritDesc = smartDesc("smart_temperature_critical_celsius",
 		"The drive's own critical temperature (NVMe critical composite threshold, ATA SCT absolute limit).")
 	smartCmdTimeoutsDesc = smartDesc("smart_command_timeouts_total",
 		"ATA attribute 188 Command_Timeout, the leading count of its raw value (a Backblaze failure predictor).")
+	smartOfflineUncDesc = smartDesc("smart_offline_uncorrectable_sectors",
+		"ATA attribute 198 Offline_Uncorrectable: sectors the drive's own scans could not read (a Backblaze failure predictor).")
 	smartReadBytesDesc       = smartDesc("smart_read_bytes_total", "Bytes the host read, as the NVMe drive counts them (data units read × 512,000).")
 	smartWrittenBytesDesc    = smartDesc("smart_written_bytes_total", "Bytes the host wrote, as the NVMe drive counts them (data units written × 512,000).")
 	smartUnsafeShutdownsDesc = smartDesc("smart_unsafe_shutdowns_total", "NVMe unsafe shutdowns (power lost without a shutdown notification).")
@@ -276,6 +278,7 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 	opt(smartTempMaxOpDesc, h.TemperatureMaxOperatingCelsius, prometheus.GaugeValue)
 	opt(smartTempCritDesc, h.TemperatureCriticalCelsius, prometheus.GaugeValue)
 	opt(smartCmdTimeoutsDesc, h.CommandTimeouts, prometheus.CounterValue)
+	opt(smartOfflineUncDesc, h.OfflineUncorrectable, prometheus.GaugeValue)
 	opt(smartReadBytesDesc, h.ReadBytes, prometheus.CounterValue)
 	opt(smartWrittenBytesDesc, h.WrittenBytes, prometheus.CounterValue)
 	opt(smartUnsafeShutdownsDesc, h.UnsafeShutdowns, prometheus.CounterValue)

@@ -517,3 +517,127 @@ func TestSmartMetricsLint(t *testing.T) {
 	require.NoError(t, err, "promtool check metrics:\n%s", out)
 	require.Empty(t, strings.TrimSpace(string(out)), "promtool found problems")
 }
+
+// The drive's own temperature limits (NVMe thresholds, ATA SCT, SCSI
+// reference temperature), Backblaze's 188 and 198, the NVMe health-log
+// counters, the SCSI error counter log, SCSI start-stop cycles and wear
+// from a raw life-left value, from real outputs, as exported.
+func TestSmartMetricsLimitsAndCounters(t *testing.T) {
+	var devs []smart.DeviceState
+	for label, file := range map[string]string{
+		"nvme0n1": "nvme-healthy-v7.5-beszel.json",
+		"sdb":     "sat-ssd-crucial-m4-xall-v7.4-starosdev.json",
+		"sdc":     "scsi-sas-hdd-15k-seagate-st600mp-v7.3-libblockdev.json",
+		"sdd":     "sat-ssd-phison-life-left-raw93-v7.4-flutter-server-box.json",
+	} {
+		st := smartStateFromFixture(t, file)
+		st.Label = label
+		devs = append(devs, st)
+	}
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: devs}}
+	want := `
+# HELP diskcanary_smart_temperature_max_operating_celsius The drive's own highest recommended operating temperature (NVMe warning composite threshold, ATA SCT recommended maximum, SCSI reference temperature).
+# TYPE diskcanary_smart_temperature_max_operating_celsius gauge
+diskcanary_smart_temperature_max_operating_celsius{device="nvme0n1"} 100
+diskcanary_smart_temperature_max_operating_celsius{device="sdb"} 70
+diskcanary_smart_temperature_max_operating_celsius{device="sdc"} 60
+# HELP diskcanary_smart_temperature_critical_celsius The drive's own critical temperature (NVMe critical composite threshold, ATA SCT absolute limit).
+# TYPE diskcanary_smart_temperature_critical_celsius gauge
+diskcanary_smart_temperature_critical_celsius{device="nvme0n1"} 110
+diskcanary_smart_temperature_critical_celsius{device="sdb"} 75
+# HELP diskcanary_smart_command_timeouts_total ATA attribute 188 Command_Timeout, the leading count of its raw value (a Backblaze failure predictor).
+# TYPE diskcanary_smart_command_timeouts_total counter
+diskcanary_smart_command_timeouts_total{device="sdb"} 0
+# HELP diskcanary_smart_offline_uncorrectable_sectors ATA attribute 198 Offline_Uncorrectable: sectors the drive's own scans could not read (a Backblaze failure predictor).
+# TYPE diskcanary_smart_offline_uncorrectable_sectors gauge
+diskcanary_smart_offline_uncorrectable_sectors{device="sdb"} 0
+# HELP diskcanary_smart_read_bytes_total Bytes the host read, as the NVMe drive counts them (data units read × 512,000).
+# TYPE diskcanary_smart_read_bytes_total counter
+diskcanary_smart_read_bytes_total{device="nvme0n1"} 3.365429248e+12
+# HELP diskcanary_smart_written_bytes_total Bytes the host wrote, as the NVMe drive counts them (data units written × 512,000).
+# TYPE diskcanary_smart_written_bytes_total counter
+diskcanary_smart_written_bytes_total{device="nvme0n1"} 8.212770304e+12
+# HELP diskcanary_smart_unsafe_shutdowns_total NVMe unsafe shutdowns (power lost without a shutdown notification).
+# TYPE diskcanary_smart_unsafe_shutdowns_total counter
+diskcanary_smart_unsafe_shutdowns_total{device="nvme0n1"} 44
+# HELP diskcanary_smart_error_log_entries_total NVMe error information log entries over the controller's life.
+# TYPE diskcanary_smart_error_log_entries_total counter
+diskcanary_smart_error_log_entries_total{device="nvme0n1"} 0
+# HELP diskcanary_smart_scsi_errors_total SCSI error counter log totals by op (read, write, verify) and kind (corrected, uncorrected).
+# TYPE diskcanary_smart_scsi_errors_total counter
+diskcanary_smart_scsi_errors_total{device="sdc",kind="corrected",op="read"} 1.70693715e+08
+diskcanary_smart_scsi_errors_total{device="sdc",kind="corrected",op="verify"} 2.6102529e+07
+diskcanary_smart_scsi_errors_total{device="sdc",kind="corrected",op="write"} 0
+diskcanary_smart_scsi_errors_total{device="sdc",kind="uncorrected",op="read"} 0
+diskcanary_smart_scsi_errors_total{device="sdc",kind="uncorrected",op="verify"} 0
+diskcanary_smart_scsi_errors_total{device="sdc",kind="uncorrected",op="write"} 0
+# HELP diskcanary_smart_power_cycles_total Power cycles (ATA, NVMe; SCSI accumulated start-stop cycles).
+# TYPE diskcanary_smart_power_cycles_total counter
+diskcanary_smart_power_cycles_total{device="nvme0n1"} 430
+diskcanary_smart_power_cycles_total{device="sdb"} 1931
+diskcanary_smart_power_cycles_total{device="sdc"} 1090
+diskcanary_smart_power_cycles_total{device="sdd"} 1948
+# HELP diskcanary_smart_wear_used_ratio Share of rated endurance used (NVMe percentage used, SCSI endurance indicator, ATA device statistics or life attributes); may exceed 1.
+# TYPE diskcanary_smart_wear_used_ratio gauge
+diskcanary_smart_wear_used_ratio{device="nvme0n1"} 0
+diskcanary_smart_wear_used_ratio{device="sdb"} 0.03
+diskcanary_smart_wear_used_ratio{device="sdd"} 0.07
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"diskcanary_smart_temperature_max_operating_celsius", "diskcanary_smart_temperature_critical_celsius",
+		"diskcanary_smart_command_timeouts_total", "diskcanary_smart_offline_uncorrectable_sectors",
+		"diskcanary_smart_read_bytes_total", "diskcanary_smart_written_bytes_total", "diskcanary_smart_unsafe_shutdowns_total",
+		"diskcanary_smart_error_log_entries_total", "diskcanary_smart_scsi_errors_total", "diskcanary_smart_power_cycles_total",
+		"diskcanary_smart_wear_used_ratio"))
+}
+
+// The self-test log's newest entry as exported: its result and type, its
+// age in power-on time, and the first failing LBA of the newest failed
+// test the log holds; with the exit bit smartctl sets while reading it.
+func TestSmartMetricsSelfTestLog(t *testing.T) {
+	ata := smartStateFromFixture(t, "ata-hdd-failing-reallocated-selftest-usbjmicron-rc216-scrutiny.json")
+	ata.Label = "sda"
+	scsi := smartStateFromFixture(t, "scsi-sas-hdd-15k-seagate-st600mp-v7.3-libblockdev.json")
+	scsi.Label = "sdc"
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, Devices: []smart.DeviceState{ata, scsi}}}
+	want := `
+# HELP diskcanary_smart_selftest_last_result The newest entry of the drive's self-test log: 1 for its result (passed, failed, aborted, in_progress), 0 for the others; type is the test as smartctl names it.
+# TYPE diskcanary_smart_selftest_last_result gauge
+diskcanary_smart_selftest_last_result{device="sda",result="aborted",type="Short offline"} 0
+diskcanary_smart_selftest_last_result{device="sda",result="failed",type="Short offline"} 0
+diskcanary_smart_selftest_last_result{device="sda",result="in_progress",type="Short offline"} 0
+diskcanary_smart_selftest_last_result{device="sda",result="passed",type="Short offline"} 1
+diskcanary_smart_selftest_last_result{device="sdc",result="aborted",type="Reserved(7)"} 0
+diskcanary_smart_selftest_last_result{device="sdc",result="failed",type="Reserved(7)"} 0
+diskcanary_smart_selftest_last_result{device="sdc",result="in_progress",type="Reserved(7)"} 0
+diskcanary_smart_selftest_last_result{device="sdc",result="passed",type="Reserved(7)"} 1
+# HELP diskcanary_smart_selftest_last_age_seconds Power-on time since the newest self-test in the log ran (the log counts power-on hours, not wall time).
+# TYPE diskcanary_smart_selftest_last_age_seconds gauge
+diskcanary_smart_selftest_last_age_seconds{device="sda"} 50400
+diskcanary_smart_selftest_last_age_seconds{device="sdc"} 1.67832e+07
+# HELP diskcanary_smart_selftest_failed_lba First failing LBA of the newest failed self-test in the log that reports one.
+# TYPE diskcanary_smart_selftest_failed_lba gauge
+diskcanary_smart_selftest_failed_lba{device="sda"} 1.04870168e+08
+# HELP diskcanary_smartctl_exit_status_bit One bit of the last smartctl exit status, by name.
+# TYPE diskcanary_smartctl_exit_status_bit gauge
+diskcanary_smartctl_exit_status_bit{bit="attribute_below_threshold_in_past",device="sda"} 0
+diskcanary_smartctl_exit_status_bit{bit="command_line_error",device="sda"} 0
+diskcanary_smartctl_exit_status_bit{bit="device_open_failed",device="sda"} 0
+diskcanary_smartctl_exit_status_bit{bit="disk_failing",device="sda"} 1
+diskcanary_smartctl_exit_status_bit{bit="error_log_has_errors",device="sda"} 1
+diskcanary_smartctl_exit_status_bit{bit="prefail_attribute_below_threshold",device="sda"} 1
+diskcanary_smartctl_exit_status_bit{bit="self_test_log_has_errors",device="sda"} 1
+diskcanary_smartctl_exit_status_bit{bit="smart_command_failed",device="sda"} 0
+diskcanary_smartctl_exit_status_bit{bit="attribute_below_threshold_in_past",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="command_line_error",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="device_open_failed",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="disk_failing",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="error_log_has_errors",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="prefail_attribute_below_threshold",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="self_test_log_has_errors",device="sdc"} 0
+diskcanary_smartctl_exit_status_bit{bit="smart_command_failed",device="sdc"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"diskcanary_smart_selftest_last_result", "diskcanary_smart_selftest_last_age_seconds",
+		"diskcanary_smart_selftest_failed_lba", "diskcanary_smartctl_exit_status_bit"))
+}

@@ -140,6 +140,11 @@ func expectedHealth(doc any) Health {
 		h.Healthy = b(false)
 	}
 	h.TemperatureCelsius = nonZeroF(jnum(j(doc, "temperature", "current")))
+	h.TemperatureMaxOperatingCelsius = nonZeroF(jnum(j(doc, "temperature", "op_limit_max")))
+	h.TemperatureCriticalCelsius = nonZeroF(jnum(j(doc, "temperature", "critical_limit_max")))
+	if h.TemperatureCriticalCelsius == nil {
+		h.TemperatureCriticalCelsius = nonZeroF(jnum(j(doc, "temperature", "limit_max")))
+	}
 	if hours := jnum(j(doc, "power_on_time", "hours")); hours != nil {
 		s := *hours * 3600
 		if m := jnum(j(doc, "power_on_time", "minutes")); m != nil {
@@ -170,9 +175,16 @@ func expectedHealth(doc any) Health {
 		if cw := jnum(j(l, "critical_warning")); cw != nil {
 			h.CriticalWarning = ptr(int(*cw))
 		}
+		h.ReadBytes = scaled(jnum(j(l, "data_units_read")), 512_000)
+		h.WrittenBytes = scaled(jnum(j(l, "data_units_written")), 512_000)
+		h.UnsafeShutdowns = jnum(j(l, "unsafe_shutdowns"))
+		h.ErrorLogEntries = jnum(j(l, "num_err_log_entries"))
 	case "SCSI":
 		if h.TemperatureCelsius == nil {
 			h.TemperatureCelsius = nonZeroF(jnum(j(doc, "scsi_environmental_reports", "temperature_1", "current")))
+		}
+		if trip := jnum(j(doc, "temperature", "drive_trip")); h.TemperatureMaxOperatingCelsius == nil && trip != nil && *trip != 255 {
+			h.TemperatureMaxOperatingCelsius = nonZeroF(trip)
 		}
 		h.ReallocatedSectors = jnum(j(doc, "scsi_grown_defect_list"))
 		h.WearUsedRatio = scaled(jnum(j(doc, "scsi_percentage_used_endurance_indicator")), 0.01)
@@ -186,6 +198,14 @@ func expectedHealth(doc any) Health {
 				sum += *v
 				any = true
 			}
+			if j(doc, "scsi_error_counter_log", k) != nil && h.SCSIErrors == nil {
+				h.SCSIErrors = map[[2]string]float64{}
+			}
+			for kind, key := range map[string]string{"corrected": "total_errors_corrected", "uncorrected": "total_uncorrected_errors"} {
+				if v := jnum(j(doc, "scsi_error_counter_log", k, key)); v != nil {
+					h.SCSIErrors[[2]string{k, kind}] = *v
+				}
+			}
 		}
 		if any {
 			h.MediaErrors = &sum
@@ -193,6 +213,8 @@ func expectedHealth(doc any) Health {
 	case "ATA":
 		h.ReallocatedSectors = ataRawCount(doc, 5)
 		h.PendingSectors = ataRawCount(doc, 197)
+		h.CommandTimeouts = ataRawCount(doc, 188)
+		h.OfflineUncorrectable = ataRawCount(doc, 198)
 		if h.PowerOnSeconds == nil {
 			if a := ataAttr(doc, 9); a != nil && a["name"] == "Power_On_Hours" {
 				h.PowerOnSeconds = scaled(ataRawCount(doc, 9), 3600)
@@ -222,6 +244,16 @@ func expectedHealth(doc any) Health {
 					break
 				}
 			}
+		}
+	}
+	// smartctl 7.5's normalised percentages, where printed, win.
+	if v := jnum(j(doc, "endurance_used", "current_percent")); v != nil {
+		h.WearUsedRatio = scaled(v, 0.01)
+	}
+	if v := jnum(j(doc, "spare_available", "current_percent")); v != nil {
+		h.AvailableSpareRatio = scaled(v, 0.01)
+		if th := jnum(j(doc, "spare_available", "threshold_percent")); th != nil {
+			h.AvailableSpareThresholdRatio = scaled(th, 0.01)
 		}
 	}
 	return h
@@ -260,6 +292,11 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 	},
 	"sat-hdd-reallocated-304-smartctl-exporter.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 304.0, *r.Health.ReallocatedSectors)
+		// Backblaze's five, normalised: 5, 187 (media errors), 188, 197, 198.
+		require.Equal(t, 0.0, *r.Health.MediaErrors, "187")
+		require.Equal(t, 0.0, *r.Health.CommandTimeouts, "188")
+		require.Equal(t, 0.0, *r.Health.PendingSectors, "197")
+		require.Equal(t, 0.0, *r.Health.OfflineUncorrectable, "198, kept though 187 is the media-error count")
 	},
 	"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 260.0, *r.Health.ReallocatedSectors)
@@ -300,6 +337,7 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 	},
 	"scsi-intel-raid1-volume-windows-rc4-v7.0-scrutiny.json": func(t *testing.T, r *Result) {
 		require.Nil(t, r.Health.TemperatureCelsius, "temperature 0 on a RAID volume is no sensor")
+		require.Nil(t, r.Health.TemperatureMaxOperatingCelsius, "drive_trip 0: no limit")
 	},
 	"scsi-sas-hdd-15k-seagate-st600mp-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 1090.0, *r.Health.PowerCycles, "SCSI: accumulated start-stop cycles")
@@ -309,6 +347,15 @@ var corpusSpotChecks = map[string]func(t *testing.T, r *Result){
 	},
 	"scsi-sas-ssd-hgst-husmr3280-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
 		require.Equal(t, 0.0, *r.Health.PowerCycles, "a reported 0 is 0, not null")
+	},
+	"scsi-sas-hdd-redacted-v7.3-netdata.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 85.0, *r.Health.TemperatureMaxOperatingCelsius, "SCSI reference (drive trip) temperature")
+		require.Nil(t, r.Health.TemperatureCriticalCelsius, "SCSI states one limit")
+		require.Equal(t, 4.0, *r.Health.PowerCycles, "accumulated start-stop cycles")
+	},
+	"scsi-sas-hdd-toshiba-al15seb120-v7.3-libblockdev.json": func(t *testing.T, r *Result) {
+		require.Equal(t, 65.0, *r.Health.TemperatureMaxOperatingCelsius)
+		require.Equal(t, 1073.0, *r.Health.PowerCycles)
 	},
 	"scsi-sas-hdd-anonymised-v7.2-telegraf.json": func(t *testing.T, r *Result) {
 		require.Nil(t, r.Health.PowerCycles, "no start-stop page: null")

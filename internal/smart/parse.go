@@ -38,14 +38,19 @@ type Health struct {
 	// CriticalWarning is the NVMe critical-warning byte (see CriticalWarningFlags).
 	CriticalWarning *int `json:"critical_warning"`
 	// The drive's own temperature limits: the operating maximum (NVMe
-	// warning threshold, ATA SCT recommended maximum) and the critical
-	// one (NVMe critical threshold, ATA SCT absolute limit).
+	// warning threshold, ATA SCT recommended maximum, SCSI reference
+	// "drive trip" temperature) and the critical one (NVMe critical
+	// threshold, ATA SCT absolute limit).
 	TemperatureMaxOperatingCelsius *float64 `json:"temperature_max_operating_celsius"`
 	TemperatureCriticalCelsius     *float64 `json:"temperature_critical_celsius"`
 	// CommandTimeouts is ATA attribute 188 (one of Backblaze's five
 	// failure predictors with 5, 187, 197, 198); the leading count of its
 	// raw string where vendors pack several.
 	CommandTimeouts *float64 `json:"command_timeouts"`
+	// OfflineUncorrectable is ATA attribute 198, the sectors the drive's
+	// own scans could not read (Backblaze's fifth predictor), kept apart
+	// from MediaErrors, which prefers 187 where a drive has both.
+	OfflineUncorrectable *float64 `json:"offline_uncorrectable_sectors"`
 	// NVMe health log counters.
 	ReadBytes       *float64 `json:"read_bytes"`
 	WrittenBytes    *float64 `json:"written_bytes"`
@@ -89,7 +94,11 @@ type Result struct {
 	// ExitStatus is -1 when unknown (a saved file without smartctl.exit_status).
 	ExitStatus ExitStatus
 	// PowerMode is set ("STANDBY", "SLEEP", "IDLE") when smartctl left a sleeping
-	// disk alone because of --nocheck.
+	// disk alone because of --nocheck, from its "Device is in STANDBY mode,
+	// exit(2)" message. The power mode of a disk it did read is no JSON
+	// before smartctl 7.5 (7.3 prints "Power mode is: ACTIVE or IDLE" as
+	// text only); 7.5's ATA `power_mode` object is not read: no real output
+	// of it is in the corpus.
 	PowerMode string
 	// Errors are smartctl's own error messages and what the parser could not
 	// read; a result with errors can still carry data.
@@ -268,20 +277,8 @@ func (r *Result) ata(raw *rawOutput) {
 	// Media errors: 187 Reported_Uncorrect, else the devstat count, else 198
 	// Offline_Uncorrectable, which is all many HDDs (HGST, WD) report.
 	if h.MediaErrors == nil {
-		for _, a := range raw.ATAAttributes.table() {
-			if a.ID.v == 198 {
-				h.MediaErrors = rawCount(a.Raw)
-				break
-			}
-		}
+		h.MediaErrors = h.OfflineUncorrectable
 	}
-}
-
-func (a *rawATAAttrs) table() []rawATAAttr {
-	if a == nil {
-		return nil
-	}
-	return a.Table
 }
 
 // wearFromNormalised are ATA attributes (by smartctl drive-database name)
@@ -298,16 +295,37 @@ var wearFromNormalised = map[string]bool{
 // lifeInRaw are life attributes some drives leave at a normalised 100
 // while the raw value counts the life left in percent; where the
 // normalised value has moved, it and the raw agree (Kingston A400:
-// normalised 98, raw 98). Each entry says which real drives show it.
-var lifeInRaw = map[string]string{
-	// Kingston SKC400 (issue "SMART, deeper": normalised 100, raw 74, its
-	// erase counts ~27 % used); a Phison-controller SSD in smartctl 7.4
-	// -A output published in server_box's tests (normalised 100, raw 93,
-	// average erase count 126 of max 160).
-	"SSD_Life_Left": "Kingston SKC400; Phison-controller SSDs",
-	// Transcend MTS400 (the same issue: normalised 100, raw 96, erase
-	// counts ~4 % used).
-	"Remaining_Lifetime_Perc": "Transcend MTS400",
+// normalised 98, raw 98). Each entry names the drives that show it and
+// the real smartctl outputs it was read from.
+var lifeInRaw = map[string]lifeInRawEntry{
+	"SSD_Life_Left": { // 231
+		drives: "Kingston SKC400 and other Phison-controller SSDs",
+		sources: []string{
+			// smartctl 7.4 -A --json of a Phison-controller SSD: normalised
+			// 100, raw 93, average erase count 126 of max 160; in
+			// internal/smart/testdata (sat-ssd-phison-life-left-raw93-v7.4-flutter-server-box.json).
+			"lollipopkit/flutter_server_box test/disk_smart_test.dart @089c0101796169252e84b1263735f01a6bef82bc",
+			// smartctl 7.3 -x of a KINGSTON SKC400S371T: normalised 100, raw 98.
+			"linuxhw/SMART SSD/Kingston/SKC400/SKC400S371T/5B11433F5AF9 @1252c08b4f14127dd816640a11f2c3fe93ee9277",
+			// Issue 18 reports a SKC400 at normalised 100, raw 74 (~27 %
+			// used by its erase counts); no output of it is public.
+		},
+	},
+	"Remaining_Lifetime_Perc": { // 169
+		drives: "Transcend MTS400 (Silicon Motion controller)",
+		sources: []string{
+			// smartctl -x of a TS128GMTS400: normalised 100, raw 97, average
+			// erase count 102 of the specified 3,000, device statistics
+			// "Percentage Used Endurance Indicator" 3. Issue 18 reports
+			// another at normalised 100, raw 96.
+			"linuxhw/SMART SSD/Transcend/TS128/TS128GMTS400/E56F0BE22100 @56869003b049b025e11c118835ec461055075313",
+		},
+	},
+}
+
+type lifeInRawEntry struct {
+	drives  string
+	sources []string
 }
 
 func (r *Result) ataAttrHealth(a *rawATAAttr) {
@@ -329,6 +347,8 @@ func (r *Result) ataAttrHealth(a *rawATAAttr) {
 		}
 	case 188:
 		h.CommandTimeouts = rawCount(a.Raw)
+	case 198:
+		h.OfflineUncorrectable = rawCount(a.Raw)
 	case 12:
 		if h.PowerCycles == nil {
 			h.PowerCycles = rawCount(a.Raw)
@@ -392,6 +412,9 @@ func (r *Result) scsi(raw *rawOutput) {
 		if t, ok := raw.SCSIEnvReports["temperature_1"]; ok {
 			h.TemperatureCelsius = nonZero(t.Current)
 		}
+	}
+	if t := raw.Temperature; t != nil && h.TemperatureMaxOperatingCelsius == nil && t.DriveTrip.v != 255 {
+		h.TemperatureMaxOperatingCelsius = nonZero(t.DriveTrip)
 	}
 	h.ReallocatedSectors = num(raw.SCSIGrownDefect)
 	h.WearUsedRatio = percent(raw.SCSIPctUsed)

@@ -24,7 +24,6 @@ type rawOutput struct {
 	WWN             *rawWWN  `json:"wwn"`
 	LogicalUnitID   string   `json:"logical_unit_id"`
 	UserCapacity    *rawCap  `json:"user_capacity"`
-	PowerMode       *string  `json:"power_mode"`
 	SmartStatus     *rawStat `json:"smart_status"`
 
 	// SCSI identity: smartctl < 7.3 used vendor/product/revision, later
@@ -165,6 +164,10 @@ type rawTemp struct {
 	OpLimitMax       optInt `json:"op_limit_max"`
 	LimitMax         optInt `json:"limit_max"`
 	CriticalLimitMax optInt `json:"critical_limit_max"`
+	// DriveTrip is a SCSI disk's reference temperature (SPC-4 Temperature
+	// log page, parameter 0001h): the highest it operates at continuously
+	// without harm; 255 (and smartctl's 0) mean none.
+	DriveTrip optInt `json:"drive_trip"`
 }
 
 // rawPercent is smartctl 7.5's normalised {current_percent, threshold_percent}.

@@ -7,6 +7,11 @@
 // A self-test start (--test=KIND or -t KIND) prints the device's selftest
 // fixture (or a bare successful answer) and makes the next testing_reads
 // reads print its testing fixture, as a drive reports a running test.
+// A read that does not ask for the self-test log (--log=selftest, -l
+// selftest, -a, -x) gets none, and no exit bit 7: smartctl sets that bit
+// ("the device self-test log contains records of errors") only while it
+// reads the log, so the fixture's own log and bit are the answer to a
+// caller that asked for them.
 package main
 
 import (
@@ -138,7 +143,6 @@ func main() {
 			fmt.Fprintln(os.Stderr, "fakesmartctl:", err)
 			os.Exit(1)
 		}
-		os.Stdout.Write(data)
 		var f struct {
 			Smartctl struct {
 				ExitStatus int `json:"exit_status"`
@@ -146,6 +150,10 @@ func main() {
 		}
 		_ = json.Unmarshal(data, &f)
 		code = f.Smartctl.ExitStatus
+		if !isTestStart(args) && !asksSelfTestLog(args) {
+			data, code = withoutSelfTestLog(data, code)
+		}
+		os.Stdout.Write(data)
 	}
 	if d.Exit != nil {
 		code = *d.Exit
@@ -161,6 +169,49 @@ func isTestStart(args []string) bool {
 		}
 	}
 	return false
+}
+
+// asksSelfTestLog reports whether smartctl would read the self-test log
+// with these arguments: -l/--log selftest, or -a/-x (also inside a
+// cluster of short flags such as -aj).
+func asksSelfTestLog(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--log=selftest" || a == "-lselftest" || a == "--all" || a == "--xall":
+			return true
+		case (a == "-l" || a == "--log") && i+1 < len(args) && args[i+1] == "selftest":
+			return true
+		case len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.Trim(a[1:], "abcdefghijklmnopqrstuvwxyz") == "" && strings.ContainsAny(a[1:], "ax"):
+			return true
+		}
+	}
+	return false
+}
+
+// withoutSelfTestLog drops the self-test logs from a saved output and
+// exit bit 7 from its status, as smartctl prints it when not asked for
+// the log.
+func withoutSelfTestLog(data []byte, code int) ([]byte, int) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(data, &doc) != nil {
+		return data, code
+	}
+	for k := range doc {
+		if k == "ata_smart_self_test_log" || k == "nvme_self_test_log" || strings.HasPrefix(k, "scsi_self_test_") {
+			delete(doc, k)
+		}
+	}
+	code &^= 1 << 7
+	var sc map[string]json.RawMessage
+	if json.Unmarshal(doc["smartctl"], &sc) == nil {
+		sc["exit_status"], _ = json.Marshal(code)
+		doc["smartctl"], _ = json.Marshal(sc)
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return data, code
+	}
+	return out, code
 }
 
 func logf(path, format string, args ...any) {
