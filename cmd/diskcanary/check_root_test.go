@@ -42,8 +42,16 @@ func runCheckProcess(t *testing.T, wrap func(string, ...string) *exec.Cmd, dir s
 // the machine's own disk is doing (a shared VM's disk has had 20 ms p99s).
 func TestCheckVerdictFlipsUnderBlkioThrottle(t *testing.T) {
 	mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 128<<20, "ext4")
-	free, code := runCheckProcess(t, nil, mnt)
-	t.Logf("unthrottled: exit %d p50 %.3fms p99 %.3fms", code, free.LatencySeconds.P50*1e3, free.LatencySeconds.P99*1e3)
+	// The fast side is a latency: on a loaded machine (CI runs packages
+	// side by side on 2 CPUs) three of 200 fdatasyncs can wait over 10 ms
+	// for a CPU. Up to three runs; one must pass. The throttled side below
+	// is not a matter of luck and gets one run.
+	var free checkJSON
+	code := -1
+	for attempt := 1; attempt <= 3 && code != 0; attempt++ {
+		free, code = runCheckProcess(t, nil, mnt)
+		t.Logf("unthrottled, run %d: exit %d p50 %.3fms p99 %.3fms", attempt, code, free.LatencySeconds.P50*1e3, free.LatencySeconds.P99*1e3)
+	}
 	require.Equal(t, 0, code, "an idle loop device passes the 10 ms p99 bar")
 	require.True(t, free.Pass)
 
