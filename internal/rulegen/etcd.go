@@ -161,5 +161,5 @@ func etcdAlerts(p Params) Group {
 			"etcd member on "+node+" has no diskcanary WAL probe beside it",
 			"An etcd member runs on "+node+" but no diskcanary WAL probe there shares its node label ("+p.etcdJoin()+"): the etcd verdict cannot tell its disk from etcd. Run diskcanary on the node with a WAL probe on etcd's filesystem and give both scrape jobs the same "+p.etcdJoin()+" label."),
 	)
-	return g
+	return p.linkDashboard(g, dashboardEtcd, "node="+p.EtcdJoinLabels[len(p.EtcdJoinLabels)-1])
 }

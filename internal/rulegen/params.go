@@ -125,6 +125,10 @@ type Params struct {
 	// (instance type, volume type); otherwise the disk model is the cohort.
 	CohortLabel string
 	RunbookBase string
+	// GrafanaURL is where the dashboards are served: every alert's
+	// dashboard_url opens the dashboard on-call reads it on, its
+	// variables set from the alert's labels.
+	GrafanaURL string
 }
 
 // Defaults are the parameters of the committed files.
@@ -180,6 +184,7 @@ func Defaults() Params {
 		ClusterLabel:              "cluster",
 		CohortLabel:               "cohort",
 		RunbookBase:               "https://github.com/diskcanary/diskcanary/blob/main/docs/runbooks.md",
+		GrafanaURL:                "http://localhost:3000",
 	}
 }
 
@@ -245,6 +250,7 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&p.ClusterLabel, "cluster-label", p.ClusterLabel, "label naming the cluster, kept through every aggregation and join (\"\": none)")
 	fs.StringVar(&p.CohortLabel, "cohort-label", p.CohortLabel, "target label naming a user-defined cohort (else: disk model)")
 	fs.StringVar(&p.RunbookBase, "runbook-base", p.RunbookBase, "URL of docs/runbooks.md; alerts link to #alertname")
+	fs.StringVar(&p.GrafanaURL, "grafana-url", p.GrafanaURL, "Grafana's URL; alerts' dashboard_url links to the dashboards there")
 }
 
 // seconds renders a duration as a PromQL float of seconds.

@@ -430,6 +430,42 @@ func (p Params) alert(name, severity string, expr string, forDur time.Duration, 
 	return r
 }
 
+// The dashboards' UIDs: alerts link to them (dashboard_url).
+const (
+	dashboardFleet = "diskcanary-fleet"
+	dashboardNode  = "diskcanary-node"
+	dashboardEtcd  = "diskcanary-etcd"
+)
+
+// dashboardURL is the link to a dashboard (its uid) with its variables
+// (name, or name=label where the variable and the label differ) set from
+// an alert's labels, and its cluster.
+func (p Params) dashboardURL(uid string, vars ...string) string {
+	var q []string
+	if p.ClusterLabel != "" {
+		vars = append([]string{"cluster=" + p.ClusterLabel}, vars...)
+	}
+	for _, v := range vars {
+		name, label, ok := strings.Cut(v, "=")
+		if !ok {
+			label = name
+		}
+		q = append(q, "var-"+name+"={{ $labels."+label+" | urlquery }}")
+	}
+	return strings.TrimSuffix(p.GrafanaURL, "/") + "/d/" + uid + "?" + strings.Join(q, "&")
+}
+
+// linkDashboard sets the dashboard_url of every alert in g that has none.
+func (p Params) linkDashboard(g Group, uid string, vars ...string) Group {
+	url := p.dashboardURL(uid, vars...)
+	for i, r := range g.Rules {
+		if _, ok := r.Annotations["dashboard_url"]; r.Alert != "" && !ok {
+			g.Rules[i].Annotations["dashboard_url"] = url
+		}
+	}
+	return g
+}
+
 // templateQuery is a query an alert text runs when it renders:
 // printf "FORMAT" ARGS | query.
 var templateQuery = regexp.MustCompile(`printf "([^"]*)" ([^|}]*)\| query`)
@@ -479,6 +515,13 @@ func kindsText(query, args, lead string) string {
 
 const onTarget = "{{ $labels.instance }} probe {{ $labels.probe }} ({{ $labels.path }} on {{ $labels.device }})"
 
+// valueDuration and valuePercent render the alert's value (the left side
+// of its comparison: the latency, the age, the ratio) in an alert text.
+const (
+	valueDuration = "{{ $value | humanizeDuration }}"
+	valuePercent  = "{{ $value | humanizePercentage }}"
+)
+
 func probeAlerts(p Params) Group {
 	g := Group{Name: "diskcanary.probe.alerts"}
 	g.Rules = append(g.Rules,
@@ -486,22 +529,22 @@ func probeAlerts(p Params) Group {
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "15m"), seconds(p.FdatasyncSlow), samplesRule("fdatasync", "15m"), p.MinSamples),
 			p.FdatasyncSlowFor,
 			"fdatasync p99 above the etcd guidance of "+human(p.FdatasyncSlow),
-			"The 15-minute fdatasync p99 of "+onTarget+" is above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."+attributionText+p.errorsText()),
+			"The 15-minute fdatasync p99 of "+onTarget+" is "+valueDuration+", above the "+human(p.FdatasyncSlow)+" etcd asks of its WAL disk."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryFdatasyncVerySlow", "warning",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentWarning), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
 			p.FdatasyncIncidentFor,
 			"fdatasync p99 at etcd incident level ("+human(p.FdatasyncIncidentWarning)+")",
-			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."+attributionText+p.errorsText()),
+			"The 5-minute fdatasync p99 of "+onTarget+" is "+valueDuration+", above "+human(p.FdatasyncIncidentWarning)+": etcd on this disk would be missing heartbeats."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryFdatasyncCritical", "critical",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("fdatasync", "p99", "5m"), seconds(p.FdatasyncIncidentCritical), samplesRule("fdatasync", "5m"), p.MinIncidentSamples),
 			p.FdatasyncIncidentFor,
 			"fdatasync p99 above "+human(p.FdatasyncIncidentCritical),
-			"The 5-minute fdatasync p99 of "+onTarget+" is above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."+attributionText+p.errorsText()),
+			"The 5-minute fdatasync p99 of "+onTarget+" is "+valueDuration+", above "+human(p.FdatasyncIncidentCritical)+": etcd on this disk would lose leader elections."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryReadSlow", "warning",
 			fmt.Sprintf("%s > %s\nand\n%s >= %d", quantileRule("read", "p99", "15m"), seconds(p.ReadSlow), samplesRule("read", "15m"), p.MinSamples),
 			p.ReadSlowFor,
 			"O_DIRECT random-read p99 above "+human(p.ReadSlow),
-			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is above "+human(p.ReadSlow)+"."+attributionText+p.errorsText()),
+			"The 15-minute 4 KiB random-read p99 of "+onTarget+" is "+valueDuration+", above "+human(p.ReadSlow)+"."+attributionText+p.errorsText()),
 		p.alert("DiskcanaryProbeStalled", "critical",
 			"diskcanary_probe_stalled == 1", p.StallFor,
 			"a disk I/O has been stuck past the stall threshold",
@@ -513,13 +556,13 @@ func probeAlerts(p Params) Group {
 		p.alert("DiskcanaryProbeDataMissing", "warning",
 			fmt.Sprintf("time() - diskcanary_probe_last_run_timestamp_seconds > %s", seconds(p.ProbeStaleAfter)), 5*time.Minute,
 			"a probe has not completed a cycle",
-			"Probe {{ $labels.probe }} on {{ $labels.instance }} has not completed a cycle for more than "+promDuration(p.ProbeStaleAfter)+"."),
+			"Probe {{ $labels.probe }} on {{ $labels.instance }} has not completed a cycle for "+valueDuration+" (alerting after "+promDuration(p.ProbeStaleAfter)+")."),
 		p.alert("DiskcanaryProbeTargetUntrusted", "info",
 			"diskcanary_probe_target_warning == 1", 0,
 			"a probe measures a filesystem that does not reach a disk",
 			"Probe {{ $labels.probe }} on {{ $labels.instance }} measures a target flagged {{ $labels.warning }}: its latency does not describe a disk."),
 	)
-	return g
+	return p.linkDashboard(g, dashboardNode, "job", "instance", "probe")
 }
 
 func smartAlerts(p Params) Group {
@@ -532,7 +575,7 @@ func smartAlerts(p Params) Group {
 		return p.alert(name, "warning",
 			fmt.Sprintf("%s > min_over_time(%s[%s])", metric, metric, w), 0,
 			what+" growing",
-			what+" of "+on+" grew in the last "+w+".")
+			what+" of "+on+" grew in the last "+w+", to {{ $value | printf \"%.0f\" }}.")
 	}
 	g.Rules = append(g.Rules,
 		p.alert("DiskcanarySmartUnhealthy", "critical",
@@ -542,13 +585,20 @@ func smartAlerts(p Params) Group {
 		p.alert("DiskcanarySmartMediaErrors", "warning",
 			fmt.Sprintf("increase(diskcanary_smart_media_errors_total[%s]) > 0", w), 0,
 			"media errors growing",
-			on+" logged new media errors in the last "+w+"."),
+			on+" logged {{ $value | printf \"%.0f\" }} new media errors in the last "+w+"."),
 		p.alert("DiskcanarySmartSelfTestFailed", "warning",
 			`diskcanary_smart_selftest_last_result{result="failed"} == 1`, 0,
 			"the disk failed its last self-test",
 			"The newest self-test in the log of "+on+" ({{ $labels.type }}) failed: the drive found a fault in its own media or electronics. diskcanary_smart_selftest_failed_lba has the first failing LBA where the drive reports one."),
 		grow("DiskcanarySmartReallocatedSectors", "diskcanary_smart_reallocated_sectors", "Reallocated sectors"),
 		grow("DiskcanarySmartPendingSectors", "diskcanary_smart_pending_sectors", "Pending (unreadable) sectors"),
+		grow("DiskcanarySmartOfflineUncorrectable", "diskcanary_smart_offline_uncorrectable_sectors", "Offline uncorrectable sectors"),
+		// Attribute 188, one of Backblaze's failure predictors: commands
+		// the drive did not complete in time, counted by the drive itself.
+		p.alert("DiskcanarySmartCommandTimeouts", "warning",
+			fmt.Sprintf("increase(diskcanary_smart_command_timeouts_total[%s]) > 0", w), 0,
+			"the drive counts command timeouts",
+			on+" counted {{ $value | printf \"%.0f\" }} command timeouts of its own (attribute 188) in the last "+w+": commands it did not complete in time stall I/O."),
 		p.alert("DiskcanarySmartCriticalWarning", "critical",
 			"diskcanary_smart_critical_warning > 0", 0,
 			"NVMe critical warning {{ $labels.flag }}",
@@ -556,15 +606,15 @@ func smartAlerts(p Params) Group {
 		p.alert("DiskcanarySmartSpareLow", "critical",
 			"diskcanary_smart_available_spare_ratio < diskcanary_smart_available_spare_threshold_ratio", 0,
 			"available spare below the vendor threshold",
-			"The available spare of "+on+" is below the threshold its vendor set."),
+			"The available spare of "+on+" is {{ $value | humanizePercentage }}, below the threshold its vendor set{{ with printf \"diskcanary_smart_available_spare_threshold_ratio{instance=%q,device=%q}\" $labels.instance $labels.device | query }} ({{ . | first | value | humanizePercentage }}){{ end }}."),
 		p.alert("DiskcanarySmartWearHigh", "warning",
 			fmt.Sprintf("diskcanary_smart_wear_used_ratio > %s", num(p.WearWarning)), 0,
 			fmt.Sprintf("SSD wear above %g %%", p.WearWarning*100),
-			fmt.Sprintf("%s has used more than %g %% of its rated endurance.", on, p.WearWarning*100)),
+			fmt.Sprintf("%s has used %s of its rated endurance, more than %g %%.", on, valuePercent, p.WearWarning*100)),
 		p.alert("DiskcanarySmartWearCritical", "critical",
 			fmt.Sprintf("diskcanary_smart_wear_used_ratio > %s", num(p.WearCritical)), 0,
 			fmt.Sprintf("SSD wear above %g %%", p.WearCritical*100),
-			fmt.Sprintf("%s has used more than %g %% of its rated endurance: plan the replacement now.", on, p.WearCritical*100)),
+			fmt.Sprintf("%s has used %s of its rated endurance, more than %g %%: plan the replacement now.", on, valuePercent, p.WearCritical*100)),
 		// The drive's own operating limit where it states one (NVMe
 		// WCTEMP, ATA SCT): one fixed number is too lax for many HDDs and
 		// too strict for NVMe drives rated to 70-85 °C.
@@ -575,9 +625,9 @@ func smartAlerts(p Params) Group {
 		p.alert("DiskcanarySmartTemperatureHigh", "warning",
 			fmt.Sprintf("diskcanary_smart_temperature_celsius > on ("+p.deviceLabels()+") diskcanary_smart_temperature_max_operating_celsius\nor\n(diskcanary_smart_temperature_celsius > %s unless on ("+p.deviceLabels()+") diskcanary_smart_temperature_max_operating_celsius)", num(p.SmartTemperatureCelsius)), p.SmartTemperatureFor,
 			"disk temperature above its operating limit",
-			fmt.Sprintf(`%s has been above {{ with printf "diskcanary_smart_temperature_max_operating_celsius{instance=%%q,device=%%q}" $labels.instance $labels.device | query }}{{ . | first | value }} °C, its own operating limit,{{ else }}%g °C (it states no limit of its own){{ end }} for %s.`, on, p.SmartTemperatureCelsius, promDuration(p.SmartTemperatureFor))),
+			fmt.Sprintf(`%s is at {{ $value | printf "%%.0f" }} °C and has been above {{ with printf "diskcanary_smart_temperature_max_operating_celsius{instance=%%q,device=%%q}" $labels.instance $labels.device | query }}{{ . | first | value }} °C, its own operating limit,{{ else }}%g °C (it states no limit of its own){{ end }} for %s.`, on, p.SmartTemperatureCelsius, promDuration(p.SmartTemperatureFor))),
 	)
-	return g
+	return p.linkDashboard(g, dashboardNode, "job", "instance", "disk=device")
 }
 
 // errorsAlerts page on what the kernel says of its disks and filesystems
@@ -631,7 +681,7 @@ sum by (`+p.deviceLabels()+`, fstype) (delta(diskcanary_filesystem_recorded_erro
 			"the kernel made a filesystem read-only",
 			"The kernel holds the filesystem on "+on+" at {{ $labels.mountpoint }} read-only after an error, under a read-write mount: every write to it fails (etcd on it stops). Fix the cause, fsck, remount."),
 	)
-	return g
+	return p.linkDashboard(g, dashboardNode, "job", "instance", "disk=device")
 }
 
 func collectionAlerts(p Params) Group {
@@ -645,7 +695,7 @@ func collectionAlerts(p Params) Group {
 		p.alert("DiskcanarySmartStale", "warning",
 			fmt.Sprintf("time() - diskcanary_smart_last_success_timestamp_seconds > %s\nunless on ("+p.deviceLabels()+")\ndiskcanary_smart_standby == 1", seconds(p.SmartStaleAfter)), 5*time.Minute,
 			"SMART data is stale",
-			"The last successful SMART read of "+on+" is more than "+promDuration(p.SmartStaleAfter)+" old."),
+			"The last successful SMART read of "+on+" is "+valueDuration+" old (alerting after "+promDuration(p.SmartStaleAfter)+")."),
 		p.alert("DiskcanarySmartctlTimeouts", "warning",
 			fmt.Sprintf("increase(diskcanary_smartctl_timeouts_total[%s]) > 0", promDuration(p.SmartGrowthWindow)), 0,
 			"smartctl is timing out",
@@ -667,7 +717,7 @@ func collectionAlerts(p Params) Group {
 			"diskcanary is down",
 			"Prometheus cannot scrape diskcanary on {{ $labels.instance }}: nothing on this node's disks is measured."),
 	)
-	return g
+	return p.linkDashboard(g, dashboardNode, "job", "instance", "disk=device")
 }
 
 func driftAlerts(p Params) Group {
@@ -701,8 +751,9 @@ unless on (%[8]s)
 				t, ruleTargetBusy, num(p.DriftBusyUtilization), num(p.DriftBusyFactor), ruleCohortBusy, ruleCohortInfo),
 			p.DriftFor,
 			op.title+" p99 far above its cohort",
-			fmt.Sprintf("The 15-minute %s p99 of %s is more than %g× the median of its cohort {{ $labels.cohort }} and above %s, while its disk is not much busier than theirs (a disk busier than %g %% and %g× its cohort's median is left out: load, not a fault, raises a p99).", op.title, onTarget, p.DriftFactor, human(p.DriftFloor), p.DriftBusyUtilization*100, p.DriftBusyFactor)))
+			fmt.Sprintf("The 15-minute %s p99 of %s is "+valueDuration+", more than %g× the median of its cohort {{ $labels.cohort }} and above %s, while its disk is not much busier than theirs (a disk busier than %g %% and %g× its cohort's median is left out: load, not a fault, raises a p99).", op.title, onTarget, p.DriftFactor, human(p.DriftFloor), p.DriftBusyUtilization*100, p.DriftBusyFactor)))
 	}
+	g = p.linkDashboard(g, dashboardFleet, "job", "cohort") // the target among its peers
 	for _, op := range latencyOps {
 		if op.op == "write" {
 			continue
@@ -719,7 +770,7 @@ and on (%[7]s)
 				samplesRule(op.op, "1h"), samplesRule(op.op, "1h_offset1w"), t, p.MinSamples),
 			p.SelfDriftFor,
 			op.title+" p99 far above the same hour last week",
-			fmt.Sprintf("The 1-hour %s p99 of %s is more than %g× the same hour last week and above %s.", op.title, onTarget, p.SelfDriftFactor, human(p.SelfDriftFloor))))
+			fmt.Sprintf("The 1-hour %s p99 of %s is "+valueDuration+", more than %g× the same hour last week and above %s.", op.title, onTarget, p.SelfDriftFactor, human(p.SelfDriftFloor))))
 	}
-	return g
+	return p.linkDashboard(g, dashboardNode, "job", "instance", "probe")
 }

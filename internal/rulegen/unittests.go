@@ -2,6 +2,7 @@ package rulegen
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -120,6 +121,9 @@ type alertCase struct {
 	// description, when set, is the expected description verbatim (for
 	// alerts whose text renders values and queries).
 	description string
+	// values are what the alert's value renders to in its text, one per
+	// entry of fire ("12.5ms", "85%"), for alerts whose text shows it.
+	values []string
 }
 
 // causeText is what attributionText renders for a verdict/source.
@@ -136,7 +140,10 @@ func causeText(cause string) string {
 	return " Cause: none over the last 15 minutes."
 }
 
-var labelRef = regexp.MustCompile(`\{\{ \$labels\.(\w+) \}\}`)
+var (
+	labelRef = regexp.MustCompile(`\{\{ \$labels\.(\w+)( \| urlquery)? \}\}`)
+	valueRef = regexp.MustCompile(`\{\{ \$value \| [^}]*\}\}`)
+)
 
 func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 	t := unitTest{Name: c.name, Interval: c.interv, InputSeries: c.input, ExprTests: c.expr}
@@ -151,7 +158,7 @@ func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 		return t, fmt.Errorf("test %q: no alert %s", c.name, c.alert)
 	}
 	at := alertTest{EvalTime: c.at, Alertname: c.alert, ExpAlerts: []expAlert{}}
-	for _, f := range c.fire {
+	for i, f := range c.fire {
 		lbls := labelMap(f)
 		for k, v := range r.Labels {
 			lbls[k] = v
@@ -160,9 +167,20 @@ func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 		for k, v := range r.Annotations {
 			v = strings.ReplaceAll(v, p.clusterQueries(attributionText), causeText(c.cause))
 			v = strings.ReplaceAll(v, p.clusterQueries(p.errorsText()), c.kernelErrors)
-			ann[k] = labelRef.ReplaceAllStringFunc(v, func(m string) string {
-				return lbls[labelRef.FindStringSubmatch(m)[1]]
+			v = labelRef.ReplaceAllStringFunc(v, func(m string) string {
+				g := labelRef.FindStringSubmatch(m)
+				if g[2] != "" {
+					return url.QueryEscape(lbls[g[1]])
+				}
+				return lbls[g[1]]
 			})
+			if valueRef.MatchString(v) && !(k == "description" && c.description != "") {
+				if i >= len(c.values) {
+					return t, fmt.Errorf("test %q: the text of %s shows its value: give the rendered value of each alert (values)", c.name, c.alert)
+				}
+				v = valueRef.ReplaceAllLiteralString(v, c.values[i])
+			}
+			ann[k] = v
 		}
 		if c.description != "" {
 			ann["description"] = c.description
@@ -275,6 +293,7 @@ func latencyCases() []alertCase {
 	readSparse := hist(readMetric, readLabels, n, bucket{"0.01", 47}, bucket{"0.025", 48}, bucket{"0.05", 50})
 	return []alertCase{
 		{name: "fdatasync p99 20 ms with 1,500 samples: warns", input: slow, at: "40m", alert: "DiskcanaryFdatasyncSlow", fire: []string{walLabels},
+			values: []string{"20ms"},
 			expr: []exprTest{
 				near(quantileRule("fdatasync", "p99", "15m"), "40m", walLabels, 0.02),
 				near(quantileRule("fdatasync", "p50", "15m"), "40m", walLabels, 0.005*50/95),
@@ -284,13 +303,13 @@ func latencyCases() []alertCase {
 		{name: "fdatasync p99 9.44 ms, just under 10 ms: silent", input: edge, at: "40m", alert: "DiskcanaryFdatasyncSlow",
 			expr: []exprTest{near(quantileRule("fdatasync", "p99", "15m"), "40m", walLabels, 0.005+0.005*8/9)}},
 		{name: "fdatasync p99 20 ms on 750 samples: too few, silent", input: sparse, at: "40m", alert: "DiskcanaryFdatasyncSlow"},
-		{name: "fdatasync p99 0.99 s: incident warning", input: incident, at: "30m", alert: "DiskcanaryFdatasyncVerySlow", fire: []string{walLabels}},
+		{name: "fdatasync p99 0.99 s: incident warning", input: incident, at: "30m", alert: "DiskcanaryFdatasyncVerySlow", fire: []string{walLabels}, values: []string{"990ms"}},
 		{name: "fdatasync p99 0.495 s: no incident", input: underIncident, at: "30m", alert: "DiskcanaryFdatasyncVerySlow"},
 		{name: "fdatasync p99 0.99 s on 10 samples per 5 m: silent", input: sparseIncident, at: "30m", alert: "DiskcanaryFdatasyncVerySlow"},
-		{name: "fdatasync p99 2.47 s: critical", input: critical, at: "30m", alert: "DiskcanaryFdatasyncCritical", fire: []string{walLabels}},
+		{name: "fdatasync p99 2.47 s: critical", input: critical, at: "30m", alert: "DiskcanaryFdatasyncCritical", fire: []string{walLabels}, values: []string{"2.47s"}},
 		{name: "fdatasync p99 0.99 s: not critical", input: incident, at: "30m", alert: "DiskcanaryFdatasyncCritical"},
 		{name: "fdatasync p99 2.47 s on 10 samples per 5 m: not critical", input: hist(fdsMetric, walLabels, n, bucket{"0.5", 0}, bucket{"1", 1}, bucket{"2.5", 2}), at: "30m", alert: "DiskcanaryFdatasyncCritical"},
-		{name: "read p99 37.5 ms: warns", input: readSlow, at: "40m", alert: "DiskcanaryReadSlow", fire: []string{readLabels}},
+		{name: "read p99 37.5 ms: warns", input: readSlow, at: "40m", alert: "DiskcanaryReadSlow", fire: []string{readLabels}, values: []string{"37.5ms"}},
 		{name: "read p99 23.3 ms, just under 25 ms: silent", input: readEdge, at: "40m", alert: "DiskcanaryReadSlow"},
 		{name: "read p99 37.5 ms on 750 samples: silent", input: readSparse, at: "40m", alert: "DiskcanaryReadSlow"},
 	}
@@ -303,7 +322,7 @@ func probeCases() []alertCase {
 		{name: "stalled for one scrape: silent", input: s("diskcanary_probe_stalled{"+wal+"}", "0 0 1 0x10"), at: "8m", alert: "DiskcanaryProbeStalled"},
 		{name: "probe failing 20 m: warns", input: s("diskcanary_probe_success{"+wal+"}", "1 0x30"), at: "25m", alert: "DiskcanaryProbeFailing", fire: []string{wal}},
 		{name: "probe failing 8 m after a success: silent", input: s("diskcanary_probe_success{"+wal+"}", "0x10 1 0x10"), at: "20m", alert: "DiskcanaryProbeFailing"},
-		{name: "no cycle since t=0: data missing", input: s("diskcanary_probe_last_run_timestamp_seconds{"+wal+"}", "0x30"), at: "20m", alert: "DiskcanaryProbeDataMissing", fire: []string{wal}},
+		{name: "no cycle since t=0: data missing", input: s("diskcanary_probe_last_run_timestamp_seconds{"+wal+"}", "0x30"), at: "20m", alert: "DiskcanaryProbeDataMissing", fire: []string{wal}, values: []string{"20m 0s"}},
 		{name: "a cycle every minute: silent", input: s("diskcanary_probe_last_run_timestamp_seconds{"+wal+"}", "0+60x30"), at: "20m", alert: "DiskcanaryProbeDataMissing"},
 		{name: "cycles stopped 9 m ago: not yet", input: s("diskcanary_probe_last_run_timestamp_seconds{"+wal+"}", "0+60x11 660x30"), at: "20m", alert: "DiskcanaryProbeDataMissing"},
 		{name: "tmpfs target: flagged", input: s(`diskcanary_probe_target_warning{`+wal+`, warning="tmpfs"}`, "1x5"), at: "3m", alert: "DiskcanaryProbeTargetUntrusted", fire: []string{wal + `, warning="tmpfs"`}},
@@ -317,7 +336,7 @@ func smartCases() []alertCase {
 	return []alertCase{
 		{name: "SMART failed", input: s("diskcanary_smart_healthy{"+sda+"}", "0x5"), at: "3m", alert: "DiskcanarySmartUnhealthy", fire: []string{sda}},
 		{name: "SMART passed", input: s("diskcanary_smart_healthy{"+sda+"}", "1x5"), at: "3m", alert: "DiskcanarySmartUnhealthy"},
-		{name: "one new media error", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "0x30 1x30"), at: "40m", alert: "DiskcanarySmartMediaErrors", fire: []string{nvme}},
+		{name: "one new media error", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "0x30 1x30"), at: "40m", alert: "DiskcanarySmartMediaErrors", fire: []string{nvme}, values: []string{"1"}},
 		{name: "old media errors, none new", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "3x60"), at: "40m", alert: "DiskcanarySmartMediaErrors"},
 		{name: "new media error over an hour ago", input: s("diskcanary_smart_media_errors_total{"+nvme+"}", "0x10 1x100"), at: "100m", alert: "DiskcanarySmartMediaErrors"},
 		{name: "the newest self-test failed", input: concat(
@@ -329,28 +348,35 @@ func smartCases() []alertCase {
 			s(`diskcanary_smart_selftest_last_result{`+sda+`, type="Short offline", result="passed"}`, "1x5"),
 			s(`diskcanary_smart_selftest_failed_lba{`+sda+`}`, "104870168x5")),
 			at: "3m", alert: "DiskcanarySmartSelfTestFailed"},
-		{name: "reallocated 8 → 10", input: s("diskcanary_smart_reallocated_sectors{"+sda+"}", "8x30 10x30"), at: "40m", alert: "DiskcanarySmartReallocatedSectors", fire: []string{sda}},
+		{name: "reallocated 8 → 10", input: s("diskcanary_smart_reallocated_sectors{"+sda+"}", "8x30 10x30"), at: "40m", alert: "DiskcanarySmartReallocatedSectors", fire: []string{sda}, values: []string{"10"}},
 		{name: "reallocated steady at 10", input: s("diskcanary_smart_reallocated_sectors{"+sda+"}", "10x60"), at: "40m", alert: "DiskcanarySmartReallocatedSectors"},
-		{name: "pending 0 → 2", input: s("diskcanary_smart_pending_sectors{"+sda+"}", "0x30 2x30"), at: "40m", alert: "DiskcanarySmartPendingSectors", fire: []string{sda}},
+		{name: "pending 0 → 2", input: s("diskcanary_smart_pending_sectors{"+sda+"}", "0x30 2x30"), at: "40m", alert: "DiskcanarySmartPendingSectors", fire: []string{sda}, values: []string{"2"}},
 		{name: "pending 5 → 3 (remapped): silent", input: s("diskcanary_smart_pending_sectors{"+sda+"}", "5x30 3x30"), at: "40m", alert: "DiskcanarySmartPendingSectors"},
+		{name: "offline uncorrectable 0 → 3", input: s("diskcanary_smart_offline_uncorrectable_sectors{"+sda+"}", "0x30 3x30"), at: "40m", alert: "DiskcanarySmartOfflineUncorrectable", fire: []string{sda}, values: []string{"3"}},
+		{name: "offline uncorrectable steady at 1: silent", input: s("diskcanary_smart_offline_uncorrectable_sectors{"+sda+"}", "1x60"), at: "40m", alert: "DiskcanarySmartOfflineUncorrectable"},
+		{name: "two command timeouts in the hour", input: s("diskcanary_smart_command_timeouts_total{"+sda+"}", "4x30 6x30"), at: "40m", alert: "DiskcanarySmartCommandTimeouts", fire: []string{sda}, values: []string{"2"}},
+		{name: "command timeouts from long ago: silent", input: s("diskcanary_smart_command_timeouts_total{"+sda+"}", "4x100"), at: "90m", alert: "DiskcanarySmartCommandTimeouts"},
 		{name: "NVMe spare flag", input: concat(s(`diskcanary_smart_critical_warning{`+nvme+`, flag="available_spare"}`, "1x5"), s(`diskcanary_smart_critical_warning{`+nvme+`, flag="temperature"}`, "0x5")),
 			at: "3m", alert: "DiskcanarySmartCriticalWarning", fire: []string{nvme + `, flag="available_spare"`}},
 		{name: "no NVMe flag", input: s(`diskcanary_smart_critical_warning{`+nvme+`, flag="temperature"}`, "0x5"), at: "3m", alert: "DiskcanarySmartCriticalWarning"},
 		{name: "spare 5 % < threshold 10 %", input: concat(s("diskcanary_smart_available_spare_ratio{"+nvme+"}", "0.05x5"), s("diskcanary_smart_available_spare_threshold_ratio{"+nvme+"}", "0.1x5")),
-			at: "3m", alert: "DiskcanarySmartSpareLow", fire: []string{nvme}},
+			at: "3m", alert: "DiskcanarySmartSpareLow", fire: []string{nvme},
+			description: "The available spare of nvme0n1 on n1:9742 is 5%, below the threshold its vendor set (10%)."},
 		{name: "spare at threshold: silent", input: concat(s("diskcanary_smart_available_spare_ratio{"+nvme+"}", "0.1x5"), s("diskcanary_smart_available_spare_threshold_ratio{"+nvme+"}", "0.1x5")),
 			at: "3m", alert: "DiskcanarySmartSpareLow"},
-		{name: "wear 85 %: warning", input: s("diskcanary_smart_wear_used_ratio{"+nvme+"}", "0.85x5"), at: "3m", alert: "DiskcanarySmartWearHigh", fire: []string{nvme}},
+		{name: "wear 85 %: warning", input: s("diskcanary_smart_wear_used_ratio{"+nvme+"}", "0.85x5"), at: "3m", alert: "DiskcanarySmartWearHigh", fire: []string{nvme}, values: []string{"85%"}},
 		{name: "wear 80 %: silent", input: s("diskcanary_smart_wear_used_ratio{"+nvme+"}", "0.8x5"), at: "3m", alert: "DiskcanarySmartWearHigh"},
-		{name: "wear 95 %: critical", input: s("diskcanary_smart_wear_used_ratio{"+nvme+"}", "0.95x5"), at: "3m", alert: "DiskcanarySmartWearCritical", fire: []string{nvme}},
+		{name: "wear 95 %: critical", input: s("diskcanary_smart_wear_used_ratio{"+nvme+"}", "0.95x5"), at: "3m", alert: "DiskcanarySmartWearCritical", fire: []string{nvme}, values: []string{"95%"}},
 		{name: "wear 85 %: not critical", input: s("diskcanary_smart_wear_used_ratio{"+nvme+"}", "0.85x5"), at: "3m", alert: "DiskcanarySmartWearCritical"},
 		{name: "70 °C for 20 m, no limit of its own", input: s("diskcanary_smart_temperature_celsius{"+sda+"}", "70x30"), at: "20m", alert: "DiskcanarySmartTemperatureHigh", fire: []string{sda},
-			description: "sda on n1:9742 has been above 65 °C (it states no limit of its own) for 15m."},
+			values:      []string{"70"},
+			description: "sda on n1:9742 is at 70 °C and has been above 65 °C (it states no limit of its own) for 15m."},
 		{name: "NVMe at 80 °C, its own limit 100 °C: silent", input: concat(s("diskcanary_smart_temperature_celsius{"+nvme+"}", "80x30"), s("diskcanary_smart_temperature_max_operating_celsius{"+nvme+"}", "100x30")),
 			at: "20m", alert: "DiskcanarySmartTemperatureHigh"},
 		{name: "SSD at 72 °C over its own limit of 70 °C", input: concat(s("diskcanary_smart_temperature_celsius{"+sda+"}", "72x30"), s("diskcanary_smart_temperature_max_operating_celsius{"+sda+"}", "70x30")),
-			at: "20m", alert: "DiskcanarySmartTemperatureHigh", fire: []string{sda},
-			description: "sda on n1:9742 has been above 70 °C, its own operating limit, for 15m."},
+			values: []string{"72"},
+			at:     "20m", alert: "DiskcanarySmartTemperatureHigh", fire: []string{sda},
+			description: "sda on n1:9742 is at 72 °C and has been above 70 °C, its own operating limit, for 15m."},
 		{name: "65 °C: silent", input: s("diskcanary_smart_temperature_celsius{"+sda+"}", "65x30"), at: "20m", alert: "DiskcanarySmartTemperatureHigh"},
 		{name: "70 °C with a dip 9 m ago: not yet", input: s("diskcanary_smart_temperature_celsius{"+sda+"}", "70x10 60 70x20"), at: "20m", alert: "DiskcanarySmartTemperatureHigh"},
 	}
@@ -362,7 +388,7 @@ func collectionCases() []alertCase {
 	return []alertCase{
 		{name: "SMART read failing 35 m", input: s("diskcanary_smart_collect_success{"+sda+"}", "0x40"), at: "35m", alert: "DiskcanarySmartCollectionFailing", fire: []string{sda}},
 		{name: "SMART read failing 14 m", input: s("diskcanary_smart_collect_success{"+sda+"}", "0x20 1 0x20"), at: "35m", alert: "DiskcanarySmartCollectionFailing"},
-		{name: "SMART last success at t=0, now 70 m", input: s("diskcanary_smart_last_success_timestamp_seconds{"+sda+"}", "0x100"), at: "70m", alert: "DiskcanarySmartStale", fire: []string{sda}},
+		{name: "SMART last success at t=0, now 70 m", input: s("diskcanary_smart_last_success_timestamp_seconds{"+sda+"}", "0x100"), at: "70m", alert: "DiskcanarySmartStale", fire: []string{sda}, values: []string{"1h 10m 0s"}},
 		{name: "SMART stale but the disk sleeps", input: concat(s("diskcanary_smart_last_success_timestamp_seconds{"+sda+"}", "0x100"), s("diskcanary_smart_standby{"+sda+"}", "1x100")), at: "70m", alert: "DiskcanarySmartStale"},
 		{name: "SMART fresh", input: s("diskcanary_smart_last_success_timestamp_seconds{"+sda+"}", "0+60x100"), at: "70m", alert: "DiskcanarySmartStale"},
 		{name: "a smartctl timeout", input: s("diskcanary_smartctl_timeouts_total{"+sda+"}", "0x30 1x30"), at: "40m", alert: "DiskcanarySmartctlTimeouts", fire: []string{sda}},
@@ -453,16 +479,16 @@ func driftCases() []alertCase {
 					near(ruleTargetBusy+`{instance="n5:9742"}`, "60m", driftTarget(op, 5, ""), 0.8),
 					near(ruleCohortBusy, "60m", `cohort="m6i.large-gp3", probe="`+probeOf(op)+`"`, 0.1),
 				}},
-			alertCase{name: op + ": 10× the median on an idle disk (2 %, cohort 10 %)", input: loaded(0.02, 0.1), at: "60m", alert: alert, fire: []string{slowUser}},
-			alertCase{name: op + ": 10× the median, 70 % busy in a cohort at 60 %: not busier than its peers", input: loaded(0.7, 0.6), at: "60m", alert: alert, fire: []string{slowUser}},
-			alertCase{name: op + ": 10× the median, 40 % busy against 10 %: under the 50 % floor", input: loaded(0.4, 0.1), at: "60m", alert: alert, fire: []string{slowUser}},
-			alertCase{name: op + ": one of 5 at 10× the cohort median (user cohort)", input: cohort(5, slow, fast, user), at: "60m", alert: alert, fire: []string{slowUser},
+			alertCase{name: op + ": 10× the median on an idle disk (2 %, cohort 10 %)", input: loaded(0.02, 0.1), at: "60m", alert: alert, values: []string{"9.95ms"}, fire: []string{slowUser}},
+			alertCase{name: op + ": 10× the median, 70 % busy in a cohort at 60 %: not busier than its peers", input: loaded(0.7, 0.6), at: "60m", alert: alert, values: []string{"9.95ms"}, fire: []string{slowUser}},
+			alertCase{name: op + ": 10× the median, 40 % busy against 10 %: under the 50 % floor", input: loaded(0.4, 0.1), at: "60m", alert: alert, values: []string{"9.95ms"}, fire: []string{slowUser}},
+			alertCase{name: op + ": one of 5 at 10× the cohort median (user cohort)", input: cohort(5, slow, fast, user), at: "60m", alert: alert, values: []string{"9.95ms"}, fire: []string{slowUser},
 				expr: []exprTest{
 					near(cohortMedianRule(op), "60m", `cohort="m6i.large-gp3", probe="`+probeOf(op)+`"`, 0.000995),
 					{Expr: cohortMembersRule(op), EvalTime: "60m", ExpSamples: []expSample{{cohortMembersRule(op) + `{cohort="m6i.large-gp3", probe="` + probeOf(op) + `"}`, 5}}},
 					{Expr: ruleCohortInfo + `{instance="n5:9742"}`, EvalTime: "60m", ExpSamples: []expSample{{ruleCohortInfo + "{" + slowUser + "}", 1}}},
 				}},
-			alertCase{name: op + ": one of 5 at 10× the cohort median (disk model cohort)", input: model, at: "60m", alert: alert, fire: []string{slowModel}},
+			alertCase{name: op + ": one of 5 at 10× the cohort median (disk model cohort)", input: model, at: "60m", alert: alert, values: []string{"9.95ms"}, fire: []string{slowModel}},
 			alertCase{name: op + ": 10× but only 4 in the cohort: silent", input: cohort(4, slow, fast, user), at: "60m", alert: alert},
 			alertCase{name: op + ": 3.5× the median but under the 2 ms floor: silent", input: cohort(5, lowSlow, fastLow, user), at: "60m", alert: alert},
 			alertCase{name: op + ": 10× on 750 samples per 15 m: silent", input: cohort(5, sparseSlow, fast, user), at: "60m", alert: alert},
@@ -534,7 +560,7 @@ func selfDriftCases() []alertCase {
 		}
 		// Last week p99 0.995 ms; now 9.95 ms.
 		cases = append(cases,
-			alertCase{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, fire: []string{lbl},
+			alertCase{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{lbl},
 				input: shape(b(0, 0, 2000, 2000, 2000, 2000), b(0, 0, 0, 0, 0, 2000))},
 			alertCase{name: op + ": 3.5× last week but under the 2 ms floor", interv: "10m", at: "170h50m", alert: alert,
 				input: shape(b(0, 2000, 2000, 2000, 2000, 2000), b(0, 0, 1960, 2000, 2000, 2000))},
@@ -649,8 +675,9 @@ func attributionCases() []alertCase {
 	}
 	return []alertCase{
 		{name: "fdatasync p99 20 ms, its disk's flushes p99 9 ms: the device", alert: "DiskcanaryFdatasyncSlow", at: "40m",
-			input: concat(slow, parent("sda1", "sda"), slowFlush("sda"), parent("dm-0", "sda"), parent("dm-0", "sdb"), fastFlush("sdb")),
-			fire:  []string{walLabels}, cause: "device/blocklatency",
+			values: []string{"20ms"},
+			input:  concat(slow, parent("sda1", "sda"), slowFlush("sda"), parent("dm-0", "sda"), parent("dm-0", "sdb"), fastFlush("sdb")),
+			fire:   []string{walLabels}, cause: "device/blocklatency",
 			expr: []exprTest{
 				one(ruleDiskRequestP99, host+`, device="sda", op="flush"`, 0.009),
 				one(ruleDeviceRequestP99, host+`, device="sda1", op="flush"`, 0.009),
@@ -661,8 +688,9 @@ func attributionCases() []alertCase {
 				verdict(walLabels, "fdatasync", "blocklatency", verdictDevice),
 			}},
 		{name: "fdatasync p99 20 ms, its disk's flushes p99 248.5 µs: the stack above the device", alert: "DiskcanaryFdatasyncSlow", at: "40m",
-			input: concat(slow, parent("sda1", "sda"), fastFlush("sda")),
-			fire:  []string{walLabels}, cause: "stack/blocklatency",
+			values: []string{"20ms"},
+			input:  concat(slow, parent("sda1", "sda"), fastFlush("sda")),
+			fire:   []string{walLabels}, cause: "stack/blocklatency",
 			expr: []exprTest{
 				deviceLat(walLabels, "fdatasync", "blocklatency", 0.0001+0.00015*0.99),
 				verdict(walLabels, "fdatasync", "blocklatency", verdictStack),
@@ -673,6 +701,7 @@ func attributionCases() []alertCase {
 		// Without the eBPF collector: diskstats' f_await 15 ms (1.5 s of
 		// flushing per 100 flushes a minute), w_await 5 ms.
 		{name: "fdatasync p99 20 ms, no blocklatency, f_await 15 ms: the device, by diskstats", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			values: []string{"20ms"},
 			input: concat(slow,
 				s(`diskcanary_disk_flush_requests_total{`+host+`, device="sda1"}`, "0+100x60"),
 				s(`diskcanary_disk_flush_requests_time_seconds_total{`+host+`, device="sda1"}`, "0+1.5x60"),
@@ -684,8 +713,9 @@ func attributionCases() []alertCase {
 				verdict(walLabels, "fdatasync", "diskstats", verdictDevice),
 			}},
 		{name: "read p99 37.5 ms, its disk's reads p99 37.5 ms: the device", alert: "DiskcanaryReadSlow", at: "40m",
-			input: concat(readSlow, parent("sda1", "sda"), req("sda", "read", bucket{"0.01", 190}, bucket{"0.025", 196}, bucket{"0.05", 200})),
-			fire:  []string{readLabels}, cause: "device/blocklatency",
+			values: []string{"37.5ms"},
+			input:  concat(readSlow, parent("sda1", "sda"), req("sda", "read", bucket{"0.01", 190}, bucket{"0.025", 196}, bucket{"0.05", 200})),
+			fire:   []string{readLabels}, cause: "device/blocklatency",
 			expr: []exprTest{verdict(readLabels, "read", "blocklatency", verdictDevice)}},
 	}
 }

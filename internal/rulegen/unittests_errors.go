@@ -60,6 +60,7 @@ func errorsCases() []alertCase {
 		// The latency alert names the errors on the probe's device: its
 		// disk's (sda under sda1) and its filesystem's, not another disk's.
 		{name: "fdatasync p99 20 ms with timeouts on its disk: the alert names them", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			values: []string{"20ms"},
 			input: concat(slow,
 				s(`diskcanary_disk_parent_info{`+host+`, device="sda1", disk="sda"}`, "1x60"),
 				disk("sda", "timeout", "0x29 1 2x29"), fsErr("sda1", "io", "0x29 1x30"), disk("sdz", "medium", "0x29 5x30")),
