@@ -1,6 +1,8 @@
 // Package deploy holds diskcanary's installation artefacts and the tests that
 // keep them honest: the Dockerfile (at the repository root) parsed with
 // BuildKit's parser, the Kubernetes manifests decoded strictly with the
-// k8s.io/api types, and the systemd unit checked with systemd-analyze.
+// k8s.io/api types, the Helm chart (deploy/helm/diskcanary) rendered with
+// Helm's Go library and decoded the same way, and the systemd unit checked
+// with systemd-analyze.
 // deploy/build.sh is the one way to build a release binary.
 package deploy

@@ -121,6 +121,7 @@ type manifests struct {
 	serviceMonitor *serviceMonitor
 	podMonitor     *podMonitor
 	rule           *prometheusRule
+	configMap      *corev1.ConfigMap
 }
 
 // decodeObject decodes one object into the type its apiVersion and kind name.
@@ -152,6 +153,9 @@ func (m *manifests) decodeObject(data []byte) error {
 	case "monitoring.coreos.com/v1 PrometheusRule":
 		m.rule = &prometheusRule{}
 		into = m.rule
+	case "v1 ConfigMap":
+		m.configMap = &corev1.ConfigMap{}
+		into = m.configMap
 	default:
 		return fmt.Errorf("unexpected object %s %s", tm.APIVersion, tm.Kind)
 	}
@@ -476,8 +480,13 @@ func TestSmartOverlay(t *testing.T) {
 	smart := decodeAll(t, kustomize(t, smartDir))
 	require.Equal(t, base.service, smart.service)
 	require.Equal(t, base.rule, smart.rule)
+	checkSmartDaemonSet(t, base.daemonSet, smart.daemonSet)
+}
 
-	ds := smart.daemonSet
+// checkSmartDaemonSet checks that ds is base with exactly SMART's, the
+// eBPF collector's and the kernel log's privileges added.
+func checkSmartDaemonSet(t *testing.T, base, ds *appsv1.DaemonSet) {
+	t.Helper()
 	pod := &ds.Spec.Template.Spec
 	c := container(t, ds, "diskcanary")
 	require.Contains(t, c.Args, "--collector.smart")
@@ -502,14 +511,14 @@ func TestSmartOverlay(t *testing.T) {
 	// Undo exactly those changes: what is left must be the base.
 	undone := ds.DeepCopy()
 	up := &undone.Spec.Template.Spec
-	up.SecurityContext = base.daemonSet.Spec.Template.Spec.SecurityContext
+	up.SecurityContext = base.Spec.Template.Spec.SecurityContext
 	uc := &up.Containers[slices.IndexFunc(up.Containers, func(c corev1.Container) bool { return c.Name == "diskcanary" })]
-	uc.SecurityContext = container(t, base.daemonSet, "diskcanary").SecurityContext
+	uc.SecurityContext = container(t, base, "diskcanary").SecurityContext
 	uc.Args[slices.Index(uc.Args, "--collector.smart")] = "--no-collector.smart"
 	uc.Args[slices.Index(uc.Args, "--collector.blocklatency")] = "--no-collector.blocklatency"
 	uc.VolumeMounts = slices.DeleteFunc(uc.VolumeMounts, func(v corev1.VolumeMount) bool { return v.MountPath == "/dev" })
 	up.Volumes = slices.DeleteFunc(up.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
-	require.Equal(t, base.daemonSet, undone)
+	require.Equal(t, base, undone)
 }
 
 var (
@@ -552,26 +561,8 @@ func diskcanaryBinary(t *testing.T) string {
 func TestDaemonSetArgsAreAccepted(t *testing.T) {
 	bin := diskcanaryBinary(t)
 	m := loadBase(t)
-	check := func(ds *appsv1.DaemonSet) string {
-		c := container(t, ds, "diskcanary")
-		probeDir, _ := flagValue(c.Args, "--probe.dir")
-		local := map[string]string{"$(HOST_IP)": "127.0.0.1", probeDir: filepath.Join(t.TempDir(), "probe")}
-		for _, flag := range []string{"--path.procfs", "--path.sysfs"} {
-			p, _ := flagValue(c.Args, flag)
-			hp, _ := hostPathAt(t, ds, c, p)
-			local[p] = hp.Path
-		}
-		args := []string{}
-		for _, a := range c.Args {
-			for from, to := range local {
-				a = strings.Replace(a, from, to, 1)
-			}
-			args = append(args, a)
-		}
-		out, err := exec.Command(bin, append(args, "--config.check")...).CombinedOutput()
-		require.NoError(t, err, "%s %v\n%s", bin, args, out)
-		require.Contains(t, string(out), "config OK: 2 probe(s)")
-		return string(out)
+	check := func(ds *appsv1.DaemonSet) {
+		require.Contains(t, checkDaemonSetArgs(t, bin, ds), "config OK: 2 probe(s)")
 	}
 	check(m.daemonSet)
 
@@ -582,4 +573,39 @@ func TestDaemonSetArgsAreAccepted(t *testing.T) {
 	patched := m.daemonSet.DeepCopy()
 	container(t, patched, "diskcanary").Args = container(t, &smart, "diskcanary").Args
 	check(patched)
+}
+
+// checkDaemonSetArgs runs bin with the arguments of ds's diskcanary
+// container under --config.check, host paths swapped for this machine's:
+// /proc and /sys for the mounted host ones, each probe directory for a new
+// temporary directory, the node's IP for 127.0.0.1. It returns the output.
+func checkDaemonSetArgs(t *testing.T, bin string, ds *appsv1.DaemonSet) string {
+	t.Helper()
+	c := container(t, ds, "diskcanary")
+	local := map[string]string{}
+	for _, flag := range []string{"--path.procfs", "--path.sysfs"} {
+		p, ok := flagValue(c.Args, flag)
+		require.True(t, ok, flag)
+		hp, _ := hostPathAt(t, ds, c, p)
+		local[flag+"="+p] = flag + "=" + hp.Path
+	}
+	probeDirs := 0
+	for _, a := range c.Args {
+		if dir, ok := strings.CutPrefix(a, "--probe.dir="); ok {
+			hostPathAt(t, ds, c, dir) // mounted from the host
+			local[a] = "--probe.dir=" + filepath.Join(t.TempDir(), "probe")
+			probeDirs++
+		}
+	}
+	require.Positive(t, probeDirs, "no --probe.dir")
+	args := []string{}
+	for _, a := range c.Args {
+		if to, ok := local[a]; ok {
+			a = to
+		}
+		args = append(args, strings.ReplaceAll(a, "$(HOST_IP)", "127.0.0.1"))
+	}
+	out, err := exec.Command(bin, append(args, "--config.check")...).CombinedOutput()
+	require.NoError(t, err, "%s %v\n%s", bin, args, out)
+	return string(out)
 }

@@ -40,7 +40,12 @@ func promqlOf(q string) string {
 	})
 }
 
-var labelValues = regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`)
+// Grafana's Prometheus variable queries: label_values(selector, label)
+// and query_result(expr).
+var (
+	labelValues = regexp.MustCompile(`^label_values\((.*),\s*(\w+)\)$`)
+	queryResult = regexp.MustCompile(`^query_result\((.*)\)$`)
+)
 
 // allExpressions reads the rules and dashboards as generated with the
 // default parameters (the committed files, see TestCommittedFilesAreGenerated).
@@ -52,14 +57,17 @@ func allExpressions(t *testing.T) []expression {
 			out = append(out, expression{where: "rule " + r.Record + r.Alert, expr: r.Expr})
 		}
 	}
-	for name, d := range Dashboards(p) {
+	for name, d := range generatedDashboards(t, p) {
 		for _, v := range d.Templating.List {
 			if v.Type != "query" {
 				continue
 			}
 			m := labelValues.FindStringSubmatch(v.Definition)
 			if m == nil {
-				t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", name, v.Name, v.Definition)
+				m = queryResult.FindStringSubmatch(v.Definition)
+			}
+			if m == nil {
+				t.Errorf("%s: variable %s: query %q is neither label_values(selector, label) nor query_result(expr)", name, v.Name, v.Definition)
 				continue
 			}
 			out = append(out, expression{where: name + " variable " + v.Name, expr: promqlOf(m[1]), dashboard: true})
@@ -261,7 +269,8 @@ smart:
 	want := []string{"diskcanary_fdatasync_duration_seconds", "diskcanary_read_duration_seconds",
 		"diskcanary_probe_failures_total", "diskcanary_disk_reads_completed_total",
 		"diskcanary_smart_healthy", "diskcanary_smart_reallocated_sectors", "diskcanary_smart_critical_warning", "diskcanary_smart_available_spare_ratio",
-		"diskcanary_smart_selftest_last_result", "diskcanary_smart_temperature_max_operating_celsius"}
+		"diskcanary_smart_selftest_last_result", "diskcanary_smart_temperature_max_operating_celsius",
+		"diskcanary_smart_command_timeouts_total", "diskcanary_smart_offline_uncorrectable_sectors"}
 	want = append(want, wantKernel...)
 	var fams map[string]*dto.MetricFamily
 	deadline := time.Now().Add(60 * time.Second)
@@ -310,9 +319,10 @@ smart:
 		case live[n]:
 			liveCount++
 			// Labels a query matches on must exist on the live series:
-			// Prometheus adds job and instance, the scrape config the cohort.
+			// Prometheus adds job and instance, the scrape config the cohort,
+			// external labels or the remote-write pipeline the cluster.
 			for l := range matched[n] {
-				if l != "job" && l != "instance" && l != Defaults().CohortLabel && !liveLabels[n][l] {
+				if l != "job" && l != "instance" && l != Defaults().CohortLabel && l != Defaults().ClusterLabel && !liveLabels[n][l] {
 					t.Errorf("%s is matched on label %q, which the live series do not have (used by %s)", n, l, used[n][0])
 				}
 			}

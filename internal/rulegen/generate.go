@@ -4,7 +4,6 @@ package rulegen
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,12 +29,16 @@ func Files(p Params) (map[string][]byte, error) {
 		return nil, err
 	}
 	out[RulesPath] = rules
-	for name, d := range Dashboards(p) {
-		b, err := json.MarshalIndent(d, "", "  ")
+	dashboards, err := Dashboards(p)
+	if err != nil {
+		return nil, err
+	}
+	for name, d := range dashboards {
+		b, err := marshalDashboard(d)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard %s: %w", name, err)
 		}
-		out[filepath.Join("dashboards", name)] = append(b, '\n')
+		out[filepath.Join("dashboards", name)] = b
 	}
 	tests, err := UnitTests(p)
 	if err != nil {
@@ -47,6 +50,9 @@ func Files(p Params) (map[string][]byte, error) {
 			return nil, err
 		}
 		out[filepath.Join("alerts", "tests", name)] = b
+	}
+	if err := addCopies(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

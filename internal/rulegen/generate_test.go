@@ -24,8 +24,9 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// TestCommittedFilesAreGenerated: the files in alerts/ and dashboards/ are
-// exactly what the generator writes with its default flags (run
+// TestCommittedFilesAreGenerated: the files in alerts/ and dashboards/, and
+// their copies in the Helm chart and the jsonnet mixin, are exactly what the
+// generator writes with its default flags (run
 // `go run ./tools/rulegen` or `go test ./internal/rulegen -update`).
 func TestCommittedFilesAreGenerated(t *testing.T) {
 	root := repoRoot(t)
@@ -49,7 +50,7 @@ func TestCommittedFilesAreGenerated(t *testing.T) {
 		}
 	}
 	// No stale generated file left behind.
-	for _, dir := range []string{"dashboards", "alerts/tests"} {
+	for _, dir := range []string{"dashboards", "alerts/tests", ChartFilesDir, ChartFilesDir + "/dashboards", MixinGeneratedDir, MixinGeneratedDir + "/dashboards"} {
 		entries, _ := os.ReadDir(filepath.Join(root, dir))
 		for _, e := range entries {
 			if e.IsDir() {

@@ -1,5 +1,7 @@
 // Command rulegen writes diskcanary's rule file, promtool unit tests and
-// Grafana dashboards. Every threshold is a flag; with no flags it writes the
+// Grafana dashboards, and their copies in the Helm chart
+// (deploy/helm/diskcanary/files) and the jsonnet mixin (mixin/generated).
+// Every threshold is a flag; with no flags it writes the
 // committed files (a test in internal/rulegen checks they are up to date).
 //
 //	go run ./tools/rulegen                       # rewrite alerts/ and dashboards/
@@ -17,7 +19,7 @@ import (
 func main() {
 	p := rulegen.Defaults()
 	p.RegisterFlags(flag.CommandLine)
-	out := flag.String("out", ".", "repository root to write alerts/ and dashboards/ under")
+	out := flag.String("out", ".", "repository root to write alerts/, dashboards/, the chart's files/ and mixin/generated/ under")
 	flag.Parse()
 	names, err := rulegen.Write(*out, p)
 	if err != nil {
