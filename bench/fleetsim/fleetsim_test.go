@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// A cut of a real capture (bench/fleet-scale's daemon.prom): the probe
+// target, one of the capturing machine's loop devices beside the probe's
+// disk, a probe histogram with the daemon's bucket edges, a diskstats
+// counter, identity labels and the exporter's own runtime series.
+const daemonTemplate = `# HELP diskcanary_probe_target_info What a probe measures.
+# TYPE diskcanary_probe_target_info gauge
+diskcanary_probe_target_info{device="vda",fstype="ext4",kind="wal",path="/tmp/x/probe",probe="wal"} 1
+# HELP diskcanary_disk_info Identity of a block device.
+# TYPE diskcanary_disk_info gauge
+diskcanary_disk_info{device="loop0",model="",serial=""} 1
+diskcanary_disk_info{device="vda",model="",serial="overlayblk"} 1
+# HELP diskcanary_disk_reads_completed_total The total number of reads completed successfully.
+# TYPE diskcanary_disk_reads_completed_total counter
+diskcanary_disk_reads_completed_total{device="loop0"} 12
+diskcanary_disk_reads_completed_total{device="vda"} 1.009891e+06
+# HELP diskcanary_probe_runs_total Probe cycles run, failed or not.
+# TYPE diskcanary_probe_runs_total counter
+diskcanary_probe_runs_total{probe="wal"} 6
+# HELP diskcanary_probe_last_run_timestamp_seconds When the probe last ran.
+# TYPE diskcanary_probe_last_run_timestamp_seconds gauge
+diskcanary_probe_last_run_timestamp_seconds{probe="wal"} 1.7955565967570074e+09
+# HELP diskcanary_fdatasync_duration_seconds Latency of the fdatasync after each sequential WAL-pattern write.
+# TYPE diskcanary_fdatasync_duration_seconds histogram
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="5e-05"} 0
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="0.0001"} 3
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="0.00025"} 40
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="0.0005"} 100
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="0.001"} 110
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="0.01"} 114
+diskcanary_fdatasync_duration_seconds_bucket{device="vda",path="/tmp/x/probe",probe="wal",le="+Inf"} 114
+diskcanary_fdatasync_duration_seconds_sum{device="vda",path="/tmp/x/probe",probe="wal"} 0.063
+diskcanary_fdatasync_duration_seconds_count{device="vda",path="/tmp/x/probe",probe="wal"} 114
+# HELP go_gc_duration_seconds A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0"} 2.3e-05
+go_gc_duration_seconds{quantile="1"} 0.0004
+go_gc_duration_seconds_sum 0.001
+go_gc_duration_seconds_count 5
+`
+
+func parse(t *testing.T, b []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("rendered exposition does not parse: %v\n%s", err, b)
+	}
+	return mfs
+}
+
+func testTarget(t *testing.T, slow bool) (*target, float64) {
+	t.Helper()
+	tpl, err := parseTemplate(strings.NewReader(daemonTemplate), templateOptions{path: "/var/lib/diskcanary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.captured = 1.7955566e9
+	nodes := newNodes(fleetOptions{nodes: 50, perCluster: 10, slowShare: 0.02, seed: 1, models: defaultModels})
+	n := nodes[0]
+	if slow {
+		n = nodes[49] // the one slow node of 50 at 2 %
+	}
+	now := 1.8e9
+	return newTarget(tpl, n, 1, now), now
+}
+
+func TestRenderKeepsTheTemplatesSeriesAndMovesThem(t *testing.T) {
+	tg, now := testTarget(t, false)
+	a := parse(t, tg.render(nil, now))
+	b := parse(t, tg.render(nil, now+120))
+
+	// The capturing machine's loop device is not a node's.
+	if got := len(a["diskcanary_disk_info"].GetMetric()); got != 1 {
+		t.Errorf("disk_info series: %d, want 1 (vda only)", got)
+	}
+	if got := len(a["diskcanary_disk_reads_completed_total"].GetMetric()); got != 1 {
+		t.Errorf("reads_completed series: %d, want 1 (vda only)", got)
+	}
+	info := a["diskcanary_disk_info"].GetMetric()[0]
+	if label(info, "model") != tg.node.model.name || label(info, "serial") != tg.node.serial {
+		t.Errorf("disk_info carries model %q serial %q, want the node's %q %q", label(info, "model"), label(info, "serial"), tg.node.model.name, tg.node.serial)
+	}
+
+	h0, h1 := a["diskcanary_fdatasync_duration_seconds"].GetMetric()[0], b["diskcanary_fdatasync_duration_seconds"].GetMetric()[0]
+	if p := label(h1, "path"); p != "/var/lib/diskcanary" {
+		t.Errorf("path label %q, want /var/lib/diskcanary", p)
+	}
+	var edges []float64
+	prev := uint64(0)
+	for _, bk := range h1.GetHistogram().GetBucket() {
+		edges = append(edges, bk.GetUpperBound())
+		if bk.GetCumulativeCount() < prev {
+			t.Errorf("bucket le=%g: %d below the one before (%d)", bk.GetUpperBound(), bk.GetCumulativeCount(), prev)
+		}
+		prev = bk.GetCumulativeCount()
+	}
+	want := []float64{5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.01, math.Inf(1)}
+	if len(edges) != len(want) {
+		t.Fatalf("bucket edges %v, want the template's %v", edges, want)
+	}
+	for i := range want {
+		if edges[i] != want[i] {
+			t.Fatalf("bucket edges %v, want the template's %v", edges, want)
+		}
+	}
+	if prev != h1.GetHistogram().GetSampleCount() {
+		t.Errorf("+Inf bucket %d != count %d", prev, h1.GetHistogram().GetSampleCount())
+	}
+	// 120 s holds two or three 44 s (±10 %) cycles of 50 fdatasyncs.
+	d := h1.GetHistogram().GetSampleCount() - h0.GetHistogram().GetSampleCount()
+	if d != 100 && d != 150 {
+		t.Errorf("fdatasyncs in 120 s: %d, want 100 or 150", d)
+	}
+	runs := b["diskcanary_probe_runs_total"].GetMetric()[0].GetCounter().GetValue() - a["diskcanary_probe_runs_total"].GetMetric()[0].GetCounter().GetValue()
+	if runs != float64(d/50) {
+		t.Errorf("probe runs grew by %g, the histogram by %d cycles", runs, d/50)
+	}
+	last := b["diskcanary_probe_last_run_timestamp_seconds"].GetMetric()[0].GetGauge().GetValue()
+	if last > now+120 || last < now+120-48.4 {
+		t.Errorf("last run %g s before the scrape, want within one cycle", now+120-last)
+	}
+	r0 := a["diskcanary_disk_reads_completed_total"].GetMetric()[0].GetCounter().GetValue()
+	r1 := b["diskcanary_disk_reads_completed_total"].GetMetric()[0].GetCounter().GetValue()
+	if r1 <= r0 || r1 != math.Trunc(r1) {
+		t.Errorf("reads_completed %g → %g: want an integer that grew", r0, r1)
+	}
+	if got := b["go_gc_duration_seconds"].GetMetric()[0].GetSummary().GetSampleCount(); got != 5 {
+		t.Errorf("static summary count %d, want the template's 5", got)
+	}
+}
+
+func TestSlowNodeIsSlower(t *testing.T) {
+	p99 := func(slow bool) float64 {
+		tg, _ := testTarget(t, slow)
+		for _, s := range tg.tpl.byProbe["wal"] {
+			if s.fam.name == "diskcanary_fdatasync_duration_seconds" {
+				lat, _ := tg.node.latencyOf(s)
+				return lat.median
+			}
+		}
+		t.Fatal("no fdatasync histogram driven by the wal probe")
+		return 0
+	}
+	if f, s := p99(false), p99(true); s < 4*f {
+		t.Errorf("slow node median %g, fast %g: want well over the drift rules' 3x", s, f)
+	}
+}
+
+func TestFamiliesReadBy(t *testing.T) {
+	got := familiesReadBy([]byte(`expr: histogram_quantile(0.99, sum by (le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{job=~".*etcd.*"}[5m])))
+expr: sum(rate(process_cpu_seconds_total{job=~".*etcd.*"}[5m]))`))
+	for _, n := range []string{"etcd_disk_wal_fsync_duration_seconds", "process_cpu_seconds_total"} {
+		if !got[n] {
+			t.Errorf("%s not found", n)
+		}
+	}
+	if got["etcd_server_has_leader"] {
+		t.Error("etcd_server_has_leader is not in the rules")
+	}
+}
+
+func TestFitAndCapacity(t *testing.T) {
+	a, b := fit([]float64{100, 1000, 5000}, []float64{0.2, 1.1, 5.1})
+	if math.Abs(a-0.1) > 1e-9 || math.Abs(b-0.001) > 1e-12 {
+		t.Errorf("fit: %g + %g N, want 0.1 + 0.001 N", a, b)
+	}
+	rs := []result{
+		{Nodes: 100, EvalInterval: 30, RSS: 200 << 20, Groups: []groupStat{{Name: "g", Max: 0.2}}},
+		{Nodes: 1000, EvalInterval: 30, RSS: 2000 << 20, Groups: []groupStat{{Name: "g", Max: 1.1}}},
+	}
+	var w strings.Builder
+	writeCapacity(&w, rs)
+	for _, s := range []string{"≈ 100.0 ms + 1.0 ms × N", "RSS ≈ 0 MiB + 2.0 MiB × N", "within 25 % of it (7.50 s) up to N ≈ 7,400 nodes", "at N ≈ 29,900"} {
+		if !strings.Contains(w.String(), s) {
+			t.Errorf("capacity text lacks %q:\n%s", s, w.String())
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// budgetShare is "well within the interval": the slowest rule group may take
+// a quarter of the evaluation interval, the rest is headroom for query load,
+// head compaction and GC pauses on the same CPUs.
+const budgetShare = 0.25
+
+func tableMain(args []string, w io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("table: result files expected")
+	}
+	var rs []result
+	for _, f := range args {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var r result
+		if err := json.Unmarshal(data, &r); err != nil {
+			return fmt.Errorf("table: %s: %w", f, err)
+		}
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b result) int { return a.Nodes - b.Nodes })
+	writeTables(w, rs)
+	return nil
+}
+
+func writeTables(w io.Writer, rs []result) {
+	r0 := rs[0]
+	fmt.Fprintf(w, "Prometheus %s, scrape interval %s (timeout 10 s), evaluation interval %s, the shipped rules; "+
+		"medians and maxima over the last %s of each run.\n\n",
+		r0.Prometheus, secs(r0.ScrapeInterval), secs(r0.EvalInterval), secs(r0.Steady))
+	fmt.Fprintln(w, "| nodes | targets up | samples/scrape | head series | per node | rule series | RSS | per node | Prometheus CPU | slowest group, median / max | all groups, sum of medians | missed iterations | scrape p50 / p99 / max | 1h windows | run |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|")
+	for _, r := range rs {
+		slow := slowest(r)
+		sum, missed := 0.0, 0.0
+		for _, g := range r.Groups {
+			sum += g.Median
+			missed += g.Missed
+		}
+		up := fmt.Sprintf("%.0f/%.0f", r.TargetsUp, r.Targets)
+		if r.EtcdTargets > 0 {
+			up += fmt.Sprintf(" (+%.0f etcd)", r.EtcdTargets)
+		}
+		fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | %s | %s | %.2f cores | %s %s / %s | %s | %.0f | %s / %s / %s | %.0f %% | %s |\n",
+			r.Nodes, up, r.Samples, count(r.HeadSeries), r.HeadSeries/float64(r.Nodes), count(r.RuleSeries),
+			mib(r.RSS), size(r.RSS/float64(r.Nodes)), r.CPU,
+			slow.Name, dur(slow.Median), dur(slow.Max), dur(sum), missed,
+			dur(r.ScrapeP50), dur(r.ScrapeP99), dur(r.ScrapeMax),
+			100*math.Min(1, (r.End-r.Start)/3600), secs(r.Wall))
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "| rule group | rules |")
+	for _, r := range rs {
+		fmt.Fprintf(w, " %d nodes: median / max |", r.Nodes)
+	}
+	fmt.Fprint(w, "\n|---|---:|")
+	for range rs {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	last := rs[len(rs)-1]
+	for _, g := range last.Groups {
+		fmt.Fprintf(w, "| %s | %d |", g.Name, g.Rules)
+		for _, r := range rs {
+			for _, h := range r.Groups {
+				if h.Name == g.Name {
+					fmt.Fprintf(w, " %s / %s |", dur(h.Median), dur(h.Max))
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "\nSlowest rules at %d nodes (last evaluation):\n\n", last.Nodes)
+	for _, t := range last.TopRules[:min(5, len(last.TopRules))] {
+		fmt.Fprintf(w, "- %s `%s`: %s\n", t.Group, t.Name, dur(t.Seconds))
+	}
+	if len(last.Alerts) > 0 {
+		var as []string
+		for k, v := range last.Alerts {
+			as = append(as, fmt.Sprintf("%s %.0f", k, v))
+		}
+		slices.Sort(as)
+		fmt.Fprintf(w, "\nAlerts at the end of the %d-node run: %s.\n", last.Nodes, strings.Join(as, ", "))
+	}
+	for _, r := range rs {
+		if r.EvalFailures > 0 || r.TargetsUp < r.Targets {
+			fmt.Fprintf(w, "\nWARNING: %d nodes: %.0f rule evaluation failures, %.0f of %.0f targets up.\n", r.Nodes, r.EvalFailures, r.TargetsUp, r.Targets)
+		}
+	}
+
+	fmt.Fprintln(w)
+	writeCapacity(w, rs)
+}
+
+// writeCapacity fits the slowest group's worst evaluation and RSS to a + b×N
+// and says where the budget runs out.
+func writeCapacity(w io.Writer, rs []result) {
+	var ns, evals, rss []float64
+	for _, r := range rs {
+		ns = append(ns, float64(r.Nodes))
+		evals = append(evals, slowest(r).Max)
+		rss = append(rss, r.RSS)
+	}
+	interval := rs[0].EvalInterval
+	ea, eb := fit(ns, evals)
+	ra, rb := fit(ns, rss)
+	fit := "one N: through the origin, so fixed costs count as per-node costs and the N below is a lower bound"
+	if len(rs) > 1 {
+		fit = fmt.Sprintf("linear fit over %s nodes", joinNodes(rs))
+	}
+	fmt.Fprintf(w, "Capacity (%s): the slowest group's worst evaluation ≈ %s + %s × N; RSS ≈ %s + %s × N.\n",
+		fit, dur(ea), dur(eb), mib(ra), size(rb))
+	if eb <= 0 {
+		fmt.Fprintln(w, "Evaluation time does not grow with N in these runs: run a larger N.")
+		return
+	}
+	budget := budgetShare * interval
+	nb, nf := (budget-ea)/eb, (interval-ea)/eb
+	fmt.Fprintf(w, "One Prometheus with a %s evaluation interval keeps the slowest group within %.0f %% of it (%s) up to N ≈ %s nodes "+
+		"(RSS ≈ %s); the group would take the whole interval, and miss iterations, at N ≈ %s.\n",
+		secs(interval), 100*budgetShare, dur(budget), count(nb), mib(ra+rb*nb), count(nf))
+	if nb > ns[len(ns)-1]*1.5 {
+		fmt.Fprintln(w, "(An extrapolation beyond the largest N measured: verify with a run at that N.)")
+	}
+}
+
+func slowest(r result) groupStat {
+	var s groupStat
+	for _, g := range r.Groups {
+		if g.Max > s.Max {
+			s = g
+		}
+	}
+	return s
+}
+
+// fit: least squares a + b×x; one point: through the origin.
+func fit(x, y []float64) (a, b float64) {
+	if len(x) == 1 {
+		return 0, y[0] / x[0]
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx /= float64(len(x))
+	my /= float64(len(x))
+	var sxy, sxx float64
+	for i := range x {
+		sxy += (x[i] - mx) * (y[i] - my)
+		sxx += (x[i] - mx) * (x[i] - mx)
+	}
+	if sxx == 0 {
+		return 0, my / mx
+	}
+	b = sxy / sxx
+	return my - b*mx, b
+}
+
+func joinNodes(rs []result) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, fmt.Sprint(r.Nodes))
+	}
+	return strings.Join(s, ", ")
+}
+
+func dur(s float64) string {
+	d := time.Duration(s * 1e9)
+	switch {
+	case s < 0:
+		return "-" + dur(-s)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", s*1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.2f s", s)
+}
+
+func secs(s float64) string {
+	d := time.Duration(s) * time.Second
+	if d >= time.Minute && d%time.Minute == 0 || d >= 10*time.Minute {
+		return fmt.Sprintf("%.0f min", d.Minutes())
+	}
+	return fmt.Sprintf("%.0f s", s)
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
+
+func size(b float64) string {
+	if b >= 1<<20 {
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	}
+	return fmt.Sprintf("%.0f KiB", b/(1<<10))
+}
+
+func count(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
