@@ -37,7 +37,7 @@ func TestAlertDashboardLinksResolve(t *testing.T) {
 			vars[d.UID][v.Name] = true
 		}
 	}
-	link := regexp.MustCompile(`^http://localhost:3000/d/([\w-]+)\?(.*)$`)
+	link := regexp.MustCompile(`^` + regexp.QuoteMeta(Defaults().GrafanaURL) + `/d/([\w-]+)\?(.*)$`)
 	seen := map[string]int{}
 	for _, g := range Rules(Defaults()).Groups {
 		for _, r := range g.Rules {
