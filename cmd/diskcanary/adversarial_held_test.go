@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,6 +191,13 @@ smart: {enabled: false}
 		_, body, err := get("http://" + addr + "/metrics")
 		return err == nil && strings.Contains(body, `diskcanary_probe_stalled{probe="wal"} 1`)
 	}, 5*time.Second, 20*time.Millisecond)
+	// SIGTERM goes to the main thread, which must not be the one waiting
+	// in the hung fdatasync (it would hold the signal until the disk
+	// answers): see init in main.go.
+	pid := p.Cmd.Process.Pid
+	call, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid))
+	require.NoError(t, err)
+	require.NotEqual(t, strconv.Itoa(unix.SYS_FDATASYNC), strings.Fields(string(call))[0], "the main thread is in the hung fdatasync")
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(p.Log)

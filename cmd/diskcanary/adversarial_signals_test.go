@@ -6,12 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
@@ -143,4 +147,32 @@ func TestAdversarialClosedLogPipe(t *testing.T) {
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	waitExit(t, done, func() *os.ProcessState { return cmd.ProcessState }, dir)
+}
+
+// The kernel hands a process-directed signal (SIGTERM from systemd or the
+// kubelet, ^C) to the main thread when that thread can take it, and a
+// thread waiting on a hung FUSE or NFS request cannot: the signal stays
+// pending until the request returns, and the daemon ignores SIGTERM for as
+// long as its disk hangs. So no goroutine but main may run on the main
+// thread, whatever it does (init in main.go).
+func TestNoGoroutineRunsOnTheMainThread(t *testing.T) {
+	pid := unix.Getpid()
+	var onMain atomic.Int32
+	for round := 0; round < 50; round++ {
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				if unix.Gettid() == pid {
+					onMain.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}()
+		}
+		wg.Wait()
+	}
+	require.Zero(t, onMain.Load(), "goroutines that ran on the main thread, of 400")
 }

@@ -7,10 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 )
+
+// init wires the main goroutine to the main thread, which keeps every
+// other goroutine, and so every disk op, off it. The kernel hands SIGTERM
+// and SIGINT to the main thread whenever that thread can take them, and a
+// thread waiting in a hung FUSE or NFS request cannot: the signal stays
+// pending until the request returns, so a daemon whose probe happened to
+// run there ignored its stop for as long as the disk hung. Main only waits
+// for a signal or an exit; it does no I/O on a probed path.
+func init() { runtime.LockOSThread() }
 
 // exitUsage is every command's exit status for a usage error (unknown flag,
 // bad value, wrong arguments): sysexits.h's EX_USAGE, apart from every
