@@ -248,3 +248,22 @@ func TestOverlayfsIsNamed(t *testing.T) {
 	info, _ := value(gather()["diskcanary_probe_target_info"], map[string]string{"probe": "wal"})
 	require.Contains(t, info.String(), `value:"overlay"`)
 }
+
+// The flush check counts the device's completed flushes around a burst:
+// on a real disk every fdatasync sends at least one, and reading the count
+// allocates nothing (it runs twice a burst).
+func TestDeviceFlushesCountARealDisksFlushes(t *testing.T) {
+	p := readyProbe(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(), Ops: 20, MinFree: 1})
+	w := p.kind.(*walProbe)
+	if p.site.target.Device == "" {
+		t.Skipf("skipping: no block device under %s", p.cfg.Dir)
+	}
+	before, ok := w.deviceFlushes()
+	require.True(t, ok, "flush count of %s (kernel ≥ 5.5)", p.site.target.Device)
+	_, err := w.burst(daemonRunner(p), 20)
+	require.NoError(t, err)
+	after, ok := w.deviceFlushes()
+	require.True(t, ok)
+	require.GreaterOrEqual(t, after-before, uint64(20), "flushes on %s for 20 fdatasyncs", p.site.target.Device)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = w.deviceFlushes() }))
+}
