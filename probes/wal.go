@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/config"
 )
 
@@ -78,9 +79,9 @@ func (w *walProbe) open(s *site) error {
 	fillRandom(buf)
 	w.buf = buf
 	w.syncs = make([]time.Duration, 0, w.ops)
-	if s.target.Device != "" {
+	if dir := blockdev.SysfsDir(s.sysfs, s.target.Device); s.target.Device != "" && dir != "" {
 		// No stat file (an unusual sysfs): the flush check goes without.
-		if fd, err := unix.Open(filepath.Join(s.sysfs, "class", "block", s.target.Device, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		if fd, err := unix.Open(filepath.Join(dir, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 			w.statFD = fd
 		}
 	}
