@@ -216,7 +216,7 @@ func TestSystemdClosestRun(t *testing.T) {
 		t.Skip("needs root for the mount namespace and setpriv")
 	}
 	tools := map[string]string{}
-	for _, tool := range []string{"unshare", "setpriv", "prlimit", "mount", "systemd-analyze", "strace"} {
+	for _, tool := range []string{"unshare", "setpriv", "prlimit", "mount", "systemd-analyze", "strace", "smartctl"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			t.Skipf("%s not installed", tool)
