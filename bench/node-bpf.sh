@@ -32,6 +32,8 @@ node_bpf_start() {
   done
   node_bpf_stop
 }
+# node_bpf_said: for a bench's heading line.
+node_bpf_said() { echo "references under the node's eBPF program: $([ "$NODE_BPF" = 1 ] && echo yes || echo no)"; }
 node_bpf_stop() {
   if [ -n "$NODE_BPF_PID" ]; then kill "$NODE_BPF_PID"; wait "$NODE_BPF_PID" 2>/dev/null || true; NODE_BPF_PID=; fi
 }

@@ -79,10 +79,13 @@ func (w *walProbe) open(s *site) error {
 	fillRandom(buf)
 	w.buf = buf
 	w.syncs = make([]time.Duration, 0, w.ops)
-	if dir := blockdev.SysfsDir(s.sysfs, s.target.Device); s.target.Device != "" && dir != "" {
+	if s.target.Device != "" {
 		// No stat file (an unusual sysfs): the flush check goes without.
-		if fd, err := unix.Open(filepath.Join(dir, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			w.statFD = fd
+		// (SysfsDir of "" would resolve class/block itself: ask only for a device.)
+		if dir := blockdev.SysfsDir(s.sysfs, s.target.Device); dir != "" {
+			if fd, err := unix.Open(filepath.Join(dir, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+				w.statFD = fd
+			}
 		}
 	}
 	return nil
