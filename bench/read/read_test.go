@@ -1,0 +1,183 @@
+package read
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+)
+
+func open(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", name))
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// fio 3.33: the etcd recipe (300 writes of 2300 bytes, fdatasync after
+// each, 1 ms thinktime) on ext4 over a virtio disk.
+func TestFIOWriteAndSync(t *testing.T) {
+	j, err := ParseFIO(open(t, "fio-wal.json"))
+	require.NoError(t, err)
+	require.Equal(t, 300, j.Write.TotalIOs)
+	require.Equal(t, 299, j.Sync.Lat.N)
+	require.Equal(t, 1166.0, j.RuntimeMS)
+	require.InDelta(t, 16755.533333, j.Write.Lat.Mean, 1e-6)
+	p50, err := j.Sync.Lat.P(50)
+	require.NoError(t, err)
+	require.Equal(t, 2211840*time.Nanosecond, p50)
+	p99, err := j.Sync.Lat.P(99)
+	require.NoError(t, err)
+	require.Equal(t, 13565952*time.Nanosecond, p99)
+	p999, err := j.Sync.Lat.P(99.9)
+	require.NoError(t, err)
+	require.Equal(t, 94896128*time.Nanosecond, p999)
+	_, err = j.Sync.Lat.P(42)
+	require.ErrorContains(t, err, "no 42 th percentile")
+}
+
+// fio 3.33: 300 O_DIRECT 4k random reads, paced 10 ms per 100.
+func TestFIORandRead(t *testing.T) {
+	j, err := ParseFIO(open(t, "fio-randread.json"))
+	require.NoError(t, err)
+	require.Equal(t, "rr", j.Name)
+	require.Equal(t, 300, j.Read.TotalIOs)
+	require.Equal(t, 300, j.Read.Clat.N)
+	p50, _ := j.Read.Clat.P(50)
+	p99, _ := j.Read.Clat.P(99)
+	require.Equal(t, 168960*time.Nanosecond, p50)
+	require.Equal(t, 2441216*time.Nanosecond, p99)
+}
+
+func TestFIOWantsOneJob(t *testing.T) {
+	_, err := ParseFIO(strings.NewReader(`{"fio version": "fio-3.33", "jobs": []}`))
+	require.ErrorContains(t, err, "0 jobs, want 1")
+}
+
+func TestCheck(t *testing.T) {
+	c, err := ParseCheck(open(t, "check-etcd.json"))
+	require.NoError(t, err)
+	require.Equal(t, "etcd", c.Profile)
+	require.Equal(t, 300, c.Samples)
+	require.Equal(t, 613965*time.Nanosecond, Seconds(c.Latency.P50))
+	require.Equal(t, 1476553*time.Nanosecond, Seconds(c.Latency.P90))
+	require.Equal(t, 5570473*time.Nanosecond, Seconds(c.Latency.P99))
+	_, err = ParseCheck(strings.NewReader(`{"samples": 0, "verdict": "error"}`))
+	require.ErrorContains(t, err, `no samples (verdict "error")`)
+}
+
+// hey 0.1.4 scraping a daemon: 78 responses, too few for its 99th
+// percentile (it prints "0% in 0.0000 secs" there).
+func TestHey(t *testing.T) {
+	h, err := ParseHey(open(t, "hey.txt"))
+	require.NoError(t, err)
+	require.Equal(t, 38.4822, h.RequestsPerSec)
+	require.Equal(t, map[int]int{200: 78}, h.Statuses)
+	require.Empty(t, h.Errors)
+	require.Equal(t, map[int]time.Duration{
+		10: 5300 * time.Microsecond, 25: 6300 * time.Microsecond, 50: 8700 * time.Microsecond,
+		75: 14500 * time.Microsecond, 90: 28400 * time.Microsecond, 95: 83900 * time.Microsecond,
+	}, h.Latency)
+}
+
+func TestHeyTransportErrors(t *testing.T) {
+	h, err := ParseHey(open(t, "hey-refused.txt"))
+	require.NoError(t, err)
+	require.Empty(t, h.Statuses)
+	require.Equal(t, map[string]int{`Get "http://127.0.0.1:1/metrics": dial tcp 127.0.0.1:1: connect: connection refused`: 3}, h.Errors)
+}
+
+// sysstat 12.6.1's iostat -dxy 1 2 vda and diskcanary iostat -y vda 1 2,
+// run at the same moment: the same two reports.
+func TestIostat(t *testing.T) {
+	sys, err := ParseIostat(open(t, "iostat-sysstat.txt"))
+	require.NoError(t, err)
+	require.Len(t, sys, 2)
+	require.Equal(t, []string{"r/s", "rkB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wkB/s", "wrqm/s", "%wrqm",
+		"w_await", "wareq-sz", "d/s", "dkB/s", "drqm/s", "%drqm", "d_await", "dareq-sz", "f/s", "f_await", "aqu-sz", "%util"}, sys[0].Columns)
+	require.Equal(t, []float64{61, 244, 0, 0, 0.15, 4, 77, 256, 13, 14.44, 0.45, 3.32, 30, 7260, 0, 0, 0.4, 242, 26, 0.92, 0.08, 5.2}, sys[0].Devices["vda"])
+	require.Equal(t, 2192.0, sys[1].Devices["vda"][1])
+
+	dc, err := ParseIostat(open(t, "iostat-diskcanary.txt"))
+	require.NoError(t, err)
+	require.Equal(t, sys, dc)
+}
+
+func TestIostatColumnCountMismatch(t *testing.T) {
+	_, err := ParseIostat(strings.NewReader("Device r/s w/s\nvda 1.00\n"))
+	require.ErrorContains(t, err, "1 values for 2 columns")
+}
+
+// A daemon's /metrics in protobuf, its WAL probe's fdatasync histogram
+// (schema 3, 750 observations). Its first span starts at bucket -92 with
+// deltas 1, 2, 4: counts 1, 3, 7.
+func TestDecodeHistogram(t *testing.T) {
+	h, err := DecodeHistogram(open(t, "daemon-metrics.pb"), expfmt.NewFormat(expfmt.TypeProtoDelim),
+		"diskcanary_fdatasync_duration_seconds", map[string]string{"probe": "wal"})
+	require.NoError(t, err)
+	require.Equal(t, int32(3), h.Schema)
+	require.Equal(t, 750.0, h.Count)
+	require.Equal(t, 1.0, h.Buckets[-92])
+	require.Equal(t, 3.0, h.Buckets[-91])
+	require.Equal(t, 7.0, h.Buckets[-90])
+	var sum float64
+	for _, n := range h.Buckets {
+		sum += n
+	}
+	require.Equal(t, 750.0, sum+h.ZeroCount)
+
+	_, err = DecodeHistogram(open(t, "daemon-metrics.pb"), expfmt.NewFormat(expfmt.TypeProtoDelim),
+		"diskcanary_fdatasync_duration_seconds", map[string]string{"probe": "nope"})
+	require.ErrorContains(t, err, "no diskcanary_fdatasync_duration_seconds")
+}
+
+// Schema 0 (base 2): bucket 1 is (1, 2], bucket 3 is (4, 8]. Two spans,
+// deltas running across them: 10 observations in bucket 1, 30 in bucket 3.
+func TestQuantile(t *testing.T) {
+	h := native(&dto.Histogram{
+		Schema:        proto.Int32(0),
+		SampleCount:   proto.Uint64(40),
+		ZeroCount:     proto.Uint64(0),
+		PositiveSpan:  []*dto.BucketSpan{{Offset: proto.Int32(1), Length: proto.Uint32(1)}, {Offset: proto.Int32(1), Length: proto.Uint32(1)}},
+		PositiveDelta: []int64{10, 20},
+	})
+	require.Equal(t, map[int32]float64{1: 10, 3: 30}, h.Buckets)
+	// Rank 5 of 10 in (1, 2]: halfway on a log scale, √2.
+	require.InDelta(t, math.Sqrt2, h.Quantile(0.125), 1e-9)
+	// Rank 25: 15 of 30 into (4, 8]: 4·√2.
+	require.InDelta(t, 4*math.Sqrt2, h.Quantile(0.625), 1e-9)
+	require.InDelta(t, 8.0, h.Quantile(1), 1e-9)
+	require.True(t, math.IsNaN((&Histogram{}).Quantile(0.5)))
+}
+
+func TestQuantileInTheZeroBucket(t *testing.T) {
+	h := &Histogram{Schema: 0, ZeroCount: 6, Count: 10, Buckets: map[int32]float64{2: 4}}
+	require.Equal(t, 0.0, h.Quantile(0.5))
+	// Rank 8: 2 of 4 into (2, 4]: 2·√2.
+	require.InDelta(t, 2*math.Sqrt2, h.Quantile(0.8), 1e-9)
+}
+
+// A window: the later scrape minus the earlier. Before: 10 in (1, 2].
+// After: 12 in (1, 2], 30 in (4, 8]. The window's 32: its median is rank
+// 16, 14 of 30 into (4, 8]: 4·2^(14/30).
+func TestSince(t *testing.T) {
+	before := &Histogram{Schema: 0, Count: 10, Buckets: map[int32]float64{1: 10}}
+	after := &Histogram{Schema: 0, Count: 42, Buckets: map[int32]float64{1: 12, 3: 30}}
+	w, err := after.Since(before)
+	require.NoError(t, err)
+	require.Equal(t, 32.0, w.Count)
+	require.Equal(t, map[int32]float64{1: 2, 3: 30}, w.Buckets)
+	require.InDelta(t, 4*math.Pow(2, 14.0/30), w.Quantile(0.5), 1e-9)
+	require.Equal(t, 42.0, after.Count, "Since leaves its receiver alone")
+
+	_, err = after.Since(&Histogram{Schema: 3})
+	require.ErrorContains(t, err, "schema changed from 3 to 0")
+}

@@ -1,0 +1,77 @@
+// Package stats is the benchmarks' arithmetic: medians over rounds, the
+// paired ratio a verdict judges, and the bounds it is judged against.
+//
+// Percentiles of raw samples are not here: probes.Percentile is the
+// project's one (nearest rank, fio's rule), and the daemon's histograms are
+// read with Prometheus's own histogram_quantile (bench/read).
+package stats
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Median is the middle value, or the mean of the two middle values of an
+// even count; NaN for none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// PairedRatio is the median over rounds of x[i]/ref[i], rounds whose
+// reference is not positive left out; NaN when none is left. Each round
+// runs the two back to back, so the device's drift over a whole run (often
+// ±10 % on a shared VM) cancels out of every pair, which a ratio of the two
+// medians would keep.
+func PairedRatio(x, ref []float64) float64 {
+	if len(x) != len(ref) {
+		panic(fmt.Sprintf("stats: %d rounds against %d", len(x), len(ref)))
+	}
+	var r []float64
+	for i := range x {
+		if ref[i] > 0 {
+			r = append(r, x[i]/ref[i])
+		}
+	}
+	return Median(r)
+}
+
+// Bound is the range a ratio must fall in.
+type Bound struct {
+	Lo, Hi float64
+}
+
+// Within is 1 ± tol: "measures the same".
+func Within(tol float64) Bound { return Bound{1 - tol, 1 + tol} }
+
+// AtMost is at most max: "no slower" (a one-sided bound, for what could
+// only add to a measurement).
+func AtMost(max float64) Bound { return Bound{math.Inf(-1), max} }
+
+// Holds says whether r is in the bound; NaN (nothing to compare) is not.
+func (b Bound) Holds(r float64) bool { return r >= b.Lo && r <= b.Hi }
+
+func (b Bound) String() string {
+	if math.IsInf(b.Lo, -1) {
+		return fmt.Sprintf("≤ ×%.2f", b.Hi)
+	}
+	return fmt.Sprintf("±%.0f %%", (b.Hi-b.Lo)/2*100)
+}
+
+// Verdict is "ok" when the ratio holds, else "OUT OF RANGE", with the
+// bound, as every comparison table prints it.
+func (b Bound) Verdict(r float64) string {
+	if b.Holds(r) {
+		return "ok (" + b.String() + ")"
+	}
+	return "OUT OF RANGE (" + b.String() + ")"
+}

@@ -1,0 +1,52 @@
+package stats
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMedian(t *testing.T) {
+	require.Equal(t, 3.0, Median([]float64{5, 1, 3}))
+	require.Equal(t, 2.5, Median([]float64{4, 1, 3, 2}))
+	require.Equal(t, 7.0, Median([]float64{7}))
+	require.True(t, math.IsNaN(Median(nil)))
+}
+
+func TestMedianLeavesItsInputUnsorted(t *testing.T) {
+	xs := []float64{3, 1, 2}
+	Median(xs)
+	require.Equal(t, []float64{3, 1, 2}, xs)
+}
+
+// Rounds where the device drifted: the medians' ratio (110/100 = 1.10)
+// carries the drift, the paired ratio (round ratios 1.02, 0.98, 1.01, 1.00)
+// does not.
+func TestPairedRatio(t *testing.T) {
+	tool := []float64{102, 98, 202, 110}
+	ref := []float64{100, 100, 200, 110}
+	require.InDelta(t, 1.005, PairedRatio(tool, ref), 1e-12)
+}
+
+func TestPairedRatioLeavesOutRoundsWithoutAReference(t *testing.T) {
+	require.InDelta(t, 2.0, PairedRatio([]float64{2, 5, 4}, []float64{1, 0, 2}), 1e-12)
+	require.True(t, math.IsNaN(PairedRatio([]float64{1}, []float64{0})))
+}
+
+func TestBounds(t *testing.T) {
+	b := Within(0.05)
+	require.True(t, b.Holds(0.95))
+	require.True(t, b.Holds(1.05))
+	require.False(t, b.Holds(1.051))
+	require.False(t, b.Holds(0.949))
+	require.False(t, b.Holds(math.NaN()))
+	require.Equal(t, "ok (±5 %)", b.Verdict(1.02))
+	require.Equal(t, "OUT OF RANGE (±10 %)", Within(0.10).Verdict(1.2))
+
+	m := AtMost(1.25)
+	require.True(t, m.Holds(0.5))
+	require.True(t, m.Holds(1.25))
+	require.False(t, m.Holds(1.26))
+	require.Equal(t, "OUT OF RANGE (≤ ×1.25)", m.Verdict(1.3))
+}
