@@ -1,0 +1,337 @@
+// Command bench runs diskcanary's benchmarks: each comparison interleaves
+// diskcanary and its reference (fio, etcd, sysstat, node_exporter, the
+// kernel's own view) in the same run, quotes medians and judges the paired
+// ratios (bench/stats). Needs root (loop devices, FUSE, eBPF) and the tools
+// .ci/run installs; a scenario whose tool is missing is skipped, saying so.
+//
+//	go run ./bench [flags] [scenario...]
+//	go run ./bench -report docs/benchmarks.md     # the whole suite, recorded
+//	go run ./bench -rounds 1 -samples 300 daemon-vs-fio
+//
+// Without scenarios it runs the suite (-list prints it). Flags given
+// override every selected scenario's own settings. With -report it
+// rewrites the generated section of that file (between its bench markers),
+// keeping the runs recorded by hand around it.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// params are a scenario's settings; the suite sets each scenario's, flags
+// override them.
+type params struct {
+	Dir       string        // where the disk comparisons run
+	Rounds    int           // interleaved rounds
+	Samples   int           // ops per tool per round
+	Gap       time.Duration // the paced WAL probe's gap (fio --thinktime)
+	Ops       int           // fdatasyncs per WAL burst
+	FUSEDelay time.Duration // run on the FUSE test filesystem, this much per fdatasync
+	Reads     bool          // also the 4k read probe against fio's random reads
+	Check     bool          // also `diskcanary check`, judged against the daemon
+	NodeBPF   bool          // references under the daemon's eBPF program
+	Rates     []int         // etcd-vs-daemon: puts per second
+	MaxPhase  time.Duration // etcd-vs-daemon: longest phase per source
+}
+
+var defaults = params{
+	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: 10 * time.Millisecond, Ops: 50,
+	Reads: true, Check: true, NodeBPF: true, Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
+}
+
+// scenario is one entry of the suite.
+type scenario struct {
+	name, title string
+	run         func(*run, params) bool
+	set         func(*params) // the suite's settings for it, over defaults
+	// argv is a command scenario's command line: the report shows it
+	// rather than the go run ./bench line.
+	argv string
+}
+
+var suite = []scenario{
+	{"probes-vs-fio", "probes vs fio (disk)", probesVsFIO, func(p *params) { p.Rounds = 15 }, ""},
+	{"probes-vs-fio-fuse-2ms", "probes vs fio (FUSE 2 ms)", probesVsFIO,
+		func(p *params) { p.FUSEDelay, p.Samples = 2*time.Millisecond, 1000 }, ""},
+	{"probes-vs-fio-fuse-12ms", "probes vs fio (FUSE 12 ms)", probesVsFIO,
+		func(p *params) { p.FUSEDelay, p.Samples = 12*time.Millisecond, 500 }, ""},
+	{"etcd-vs-daemon", "etcd WAL vs paced probe (10/80/1000 puts/s)", etcdVsDaemon,
+		func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
+	{"daemon-vs-fio", "daemon's own histograms vs fio, paced (disk)", daemonVsFIO, func(p *params) {}, ""},
+	command("probe-overhead", "per-op overhead (tmpfs)", "bench/probe-overhead", "9", "500000"),
+	command("iostat-vs-sysstat", "iostat vs sysstat", "bench/iostat-vs-sysstat", "2", "3"),
+	command("diskstats-100", "diskstats scrape, 100 devices", "env", "DEVICES=100", "bench/diskstats-vs-node-exporter", "200"),
+	command("diskstats-1000", "diskstats scrape, 1000 devices", "env", "DEVICES=1000", "bench/diskstats-vs-node-exporter", "200"),
+	command("smart-parse", "SMART parse + metrics per device",
+		"go", "test", "-run", "^$", "-bench", "SmartParseAndMetrics|Parse(ATA|NVMe|SCSI)", "-benchmem", "./collector/", "./internal/smart/"),
+	command("scrape-load", "scrape load (50 scrapers, 60 s)", "bench/scrape-load", defaults.Dir, "60", "50"),
+	command("syscall-vs-tools", "each tool's fdatasync vs the kernel's syscall time (bpftrace)", "bench/syscall-vs-tools", defaults.Dir, "2", "5000"),
+	command("blocklatency-vs-bpftrace", "block request latency vs bpftrace (same requests)",
+		"go", "test", "-run", "^$", "-bench", "BlocklatencyVsBpftrace", "-benchtime", "5x", "./collector/blocklatency/"),
+	command("blocklatency-cost", "block request latency cost (per request, per scrape)",
+		"go", "test", "-run", "^$", "-bench", "BlocklatencyPerRequest|BlocklatencyScrape", "-count", "5", "./collector/blocklatency/", "./collector/"),
+	command("kmsg-flood", "kernel log flood (10,000 records/min): scrape time, heap",
+		"go", "test", "-run", "^$", "-bench", "ErrorsScrapeUnderKmsgFlood", "-benchtime", "1x", "./collector/"),
+	command("kmsg-classify", "kernel log record classification",
+		"go", "test", "-run", "^$", "-bench", "Classify", "-benchmem", "-count", "5", "./internal/kmsg/"),
+	// About 3.6 h and 10 GiB of RAM at 100, 1,000 and 5,000 nodes for 70
+	// minutes each: run it alone (go run ./bench fleet-scale), or
+	// bench/fleet-scale 20 100 1000 for a shorter look.
+	command("fleet-scale", "fleet at scale: one Prometheus, the shipped rules (100 1000 5000 nodes, 70 min each)",
+		"bench/fleet-scale", "70", "100", "1000", "5000"),
+}
+
+// command is a scenario that runs a program and passes when it exits 0:
+// the Go benchmarks of the packages, and the benches still in shell.
+func command(name, title string, argv ...string) scenario {
+	return scenario{name, title, func(r *run, _ params) bool {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "DISKCANARY="+diskcanary)
+		var out bytes.Buffer
+		cmd.Stdout = io.MultiWriter(&out, os.Stdout)
+		cmd.Stderr = cmd.Stdout
+		err := cmd.Run()
+		r.out.WriteString(out.String())
+		if err != nil {
+			r.printf("%s: %v\n", strings.Join(argv, " "), err)
+			return false
+		}
+		return true
+	}, func(*params) {}, strings.Join(argv, " ")}
+}
+
+// diskcanary is the binary the scenarios run, built from this tree.
+var diskcanary string
+
+func main() {
+	p := defaults
+	fl := flag.CommandLine
+	report := fl.String("report", "", "rewrite the generated section of this markdown file (docs/benchmarks.md)")
+	list := fl.Bool("list", false, "print the suite's scenarios and exit")
+	fl.StringVar(&p.Dir, "dir", p.Dir, "directory the disk comparisons run in")
+	fl.IntVar(&p.Rounds, "rounds", p.Rounds, "interleaved rounds")
+	fl.IntVar(&p.Samples, "samples", p.Samples, "ops per tool per round")
+	fl.DurationVar(&p.Gap, "gap", p.Gap, "the paced WAL probe's gap (fio --thinktime)")
+	fl.IntVar(&p.Ops, "ops", p.Ops, "fdatasyncs per WAL burst")
+	fl.DurationVar(&p.FUSEDelay, "fuse-delay", 0, "run on the FUSE test filesystem with this much per fdatasync")
+	fl.BoolVar(&p.Reads, "reads", p.Reads, "also compare the 4k read probe with fio's random reads")
+	fl.BoolVar(&p.Check, "check", p.Check, "also judge diskcanary check against the daemon")
+	fl.BoolVar(&p.NodeBPF, "node-bpf", p.NodeBPF, "run the references under the daemon's block-latency eBPF program")
+	rates := fl.String("rates", "10,80,1000", "etcd-vs-daemon: puts per second")
+	fl.DurationVar(&p.MaxPhase, "max-phase", p.MaxPhase, "etcd-vs-daemon: longest phase per source")
+	flag.Parse()
+	if *list {
+		for _, s := range suite {
+			fmt.Printf("%-26s %s\n", s.name, s.title)
+		}
+		return
+	}
+	var err error
+	if p.Rates, err = parseRates(*rates); err != nil {
+		fatal(err)
+	}
+	chosen, err := choose(flag.Args())
+	if err != nil {
+		fatal(err)
+	}
+	given := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	tmp, err := os.MkdirTemp("", "diskcanary-bench-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	diskcanary = filepath.Join(tmp, "diskcanary")
+	if out, err := exec.Command("go", "build", "-o", diskcanary, "./cmd/diskcanary").CombinedOutput(); err != nil {
+		fatal(fmt.Errorf("go build ./cmd/diskcanary (run from the repository's root): %v\n%s", err, out))
+	}
+
+	start := time.Now()
+	var sections bytes.Buffer
+	type result struct{ name, verdict, took string }
+	var results []result
+	failed := false
+	for _, s := range chosen {
+		sp := defaults
+		s.set(&sp)
+		sp = override(sp, p, given)
+		cmd := commandFor(s)
+		fmt.Printf("=== %s: %s\n", s.title, cmd)
+		t0 := time.Now()
+		r := &run{name: s.name}
+		verdict := r.do(func(r *run) bool { return s.run(r, sp) })
+		failed = failed || verdict == "FAIL"
+		results = append(results, result{s.title, verdict, time.Since(t0).Round(time.Second).String()})
+		fmt.Fprintf(&sections, "### %s\n\n```\n$ %s\n%s```\n\n", s.title, cmd, r.out.String())
+	}
+	fmt.Printf("\n==== bench summary (%v) ====\n", time.Since(start).Round(time.Second))
+	for _, x := range results {
+		fmt.Printf("%-50s %-14s %s\n", x.name, x.verdict, x.took)
+	}
+	if *report != "" {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "Generated by `go run ./bench -report %s` on %s (%v).\n\n", *report, time.Now().UTC().Format("2006-01-02"), time.Since(start).Round(time.Second))
+		fmt.Fprintf(&b, "- machine: %s\n- %s\n", machine(), versions())
+		b.WriteString("- every comparison interleaves diskcanary and its reference in the same run and quotes medians;\n  these are shared 2-vCPU VMs, so single runs are noisy.\n\n| bench | verdict | time |\n|---|---|---|\n")
+		for _, x := range results {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", x.name, x.verdict, x.took)
+		}
+		b.WriteString("\n")
+		sections.WriteTo(&b)
+		if err := writeGenerated(*report, b.Bytes()); err != nil {
+			fatal(err)
+		}
+		fmt.Println("report written to", *report)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(2)
+}
+
+func choose(names []string) ([]scenario, error) {
+	if len(names) == 0 {
+		return suite, nil
+	}
+	var out []scenario
+next:
+	for _, n := range names {
+		for _, s := range suite {
+			if s.name == n {
+				out = append(out, s)
+				continue next
+			}
+		}
+		return nil, fmt.Errorf("no scenario %q (go run ./bench -list)", n)
+	}
+	return out, nil
+}
+
+// override puts the flags given on the command line over a scenario's
+// settings.
+func override(sp, flags params, given map[string]bool) params {
+	for name, apply := range map[string]func(){
+		"dir": func() { sp.Dir = flags.Dir }, "rounds": func() { sp.Rounds = flags.Rounds },
+		"samples": func() { sp.Samples = flags.Samples }, "gap": func() { sp.Gap = flags.Gap },
+		"ops": func() { sp.Ops = flags.Ops }, "fuse-delay": func() { sp.FUSEDelay = flags.FUSEDelay },
+		"reads": func() { sp.Reads = flags.Reads }, "check": func() { sp.Check = flags.Check },
+		"node-bpf": func() { sp.NodeBPF = flags.NodeBPF }, "rates": func() { sp.Rates = flags.Rates },
+		"max-phase": func() { sp.MaxPhase = flags.MaxPhase },
+	} {
+		if given[name] {
+			apply()
+		}
+	}
+	return sp
+}
+
+// commandFor is the command that reruns scenario s alone with the same
+// settings, for the report.
+func commandFor(s scenario) string {
+	if s.argv != "" {
+		return s.argv
+	}
+	args := []string{"go", "run", "./bench"}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "report" {
+			args = append(args, "-"+f.Name, f.Value.String())
+		}
+	})
+	return strings.Join(append(args, s.name), " ")
+}
+
+func parseRates(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("-rates %q: want positive puts per second, comma-separated", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// The markers around the generated section of the report.
+const (
+	beginMark = "<!-- go run ./bench -report: generated from here -->\n"
+	endMark   = "<!-- go run ./bench -report: generated to here -->\n"
+)
+
+// writeGenerated replaces what lies between the markers in file.
+func writeGenerated(file string, section []byte) error {
+	old, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(old, []byte(beginMark)), bytes.Index(old, []byte(endMark))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q markers to write between", file, strings.TrimSpace(beginMark), strings.TrimSpace(endMark))
+	}
+	var b bytes.Buffer
+	b.Write(old[:i+len(beginMark)])
+	b.Write(section)
+	b.Write(old[j:])
+	return os.WriteFile(file, b.Bytes(), 0o644)
+}
+
+func machine() string {
+	cpu := firstField("/proc/cpuinfo", "model name")
+	mem := firstField("/proc/meminfo", "MemTotal")
+	var kib float64
+	fmt.Sscan(strings.TrimSuffix(mem, " kB"), &kib)
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	return fmt.Sprintf("%d CPUs (%s), %.0f GiB RAM, kernel %s", runtime.NumCPU(), cpu, kib/(1<<20), unix.ByteSliceToString(u.Release[:]))
+}
+
+func versions() string {
+	first := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			return name + " missing"
+		}
+		return strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+	}
+	rev, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	return fmt.Sprintf("%s, %s, %s, %s, diskcanary %s", first("fio", "--version"), first("iostat", "-V"),
+		first("etcd", "--version"), runtime.Version(), strings.TrimSpace(string(rev)))
+}
+
+func firstField(file, key string) string {
+	b, _ := os.ReadFile(file)
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// scrapeText fetches a /metrics page in the text format.
+func scrapeText(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run is one scenario's run. It is the testing.TB that internal/testenv and
+// internal/testfs take, so the benches start daemons, etcd and the test
+// filesystem the way the tests do, with the same cleanup. The embedded
+// interface is nil: testing.TB cannot be implemented outside package
+// testing otherwise, and those helpers call only the methods below (a call
+// to any other would be a nil dereference, caught and reported as the
+// scenario's failure).
+type run struct {
+	testing.TB
+	name     string
+	out      bytes.Buffer // what the report shows
+	cleanups []func()
+	failed   bool
+	skipped  string
+}
+
+// abort unwinds a scenario on Fatal or Skip, as runtime.Goexit does a test.
+type abort struct{}
+
+func (r *run) Helper()          {}
+func (r *run) Name() string     { return r.name }
+func (r *run) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *run) Failed() bool     { return r.failed }
+func (r *run) Log(args ...any)  { r.Logf("%s", fmt.Sprint(args...)) }
+func (r *run) Logf(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "  %s: %s\n", r.name, fmt.Sprintf(f, a...))
+}
+func (r *run) Error(args ...any)         { r.failed = true; r.Log(args...) }
+func (r *run) Errorf(f string, a ...any) { r.failed = true; r.Logf(f, a...) }
+func (r *run) Fatal(args ...any)         { r.Error(args...); panic(abort{}) }
+func (r *run) Fatalf(f string, a ...any) { r.Errorf(f, a...); panic(abort{}) }
+func (r *run) FailNow()                  { r.failed = true; panic(abort{}) }
+func (r *run) Skip(args ...any)          { r.skipped = fmt.Sprint(args...); panic(abort{}) }
+func (r *run) Skipf(f string, a ...any)  { r.skipped = fmt.Sprintf(f, a...); panic(abort{}) }
+func (r *run) TempDir() string {
+	d, err := os.MkdirTemp("", "diskcanary-bench-")
+	if err != nil {
+		r.Fatal(err)
+	}
+	r.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// do runs scenario f and then its cleanups, last first; it says "pass",
+// "FAIL" or "skip: why".
+func (r *run) do(f func(r *run) bool) (verdict string) {
+	defer func() {
+		if e := recover(); e != nil {
+			if _, ok := e.(abort); !ok {
+				r.Errorf("panic: %v", e)
+			}
+		}
+		for i := len(r.cleanups) - 1; i >= 0; i-- {
+			r.cleanups[i]()
+		}
+		switch {
+		case r.failed:
+			verdict = "FAIL"
+		case r.skipped != "":
+			verdict = "skip: " + r.skipped
+			r.printf("skipped: %s\n", r.skipped)
+		}
+	}()
+	if !f(r) {
+		r.failed = true
+	}
+	return "pass"
+}
+
+// printf writes to the terminal and to the report.
+func (r *run) printf(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	os.Stdout.WriteString(s)
+	r.out.WriteString(s)
+}
+
+// need skips the scenario when a tool is missing.
+func (r *run) need(tools ...string) {
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			r.Skipf("%s is missing (apt-get install %s)", t, debianPackage[t])
+		}
+	}
+}
+
+var debianPackage = map[string]string{
+	"fio": "fio", "hey": "hey", "etcd": "etcd-server", "bpftrace": "bpftrace", "iostat": "sysstat",
+}
+
+func (r *run) needRoot(why string) {
+	if os.Geteuid() != 0 {
+		r.Skipf("needs root (%s)", why)
+	}
+}
+
+// exec runs a tool to its end and returns its standard output; a failure
+// fails the scenario with the tool's standard error.
+func (r *run) exec(name string, args ...string) []byte {
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		r.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
+}
+
+// waitFor polls cond every step until it holds (true) or timeout passes.
+func waitFor(timeout, step time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(timeout); ; time.Sleep(step) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
