@@ -1,3 +1,379 @@
 package main
 
-func etcdVsDaemon(r *run, p params) bool { r.Skip("not yet"); return false }
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/diskcanary/diskcanary/bench/read"
+	"github.com/diskcanary/diskcanary/bench/stats"
+	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/probes"
+)
+
+// etcd-vs-daemon: does the daemon's paced WAL probe predict a real etcd's
+// WAL fdatasync distribution (DESIGN.md measurement rule 4)? For each rate
+// (puts/s) and each interleaved round (the sources' order rotating per
+// round), on the same filesystem:
+//
+//   - etcd: a real single-member etcd loaded by hey at the rate through the
+//     v3 gateway (a 2,200-byte value, so a WAL record is about fio's 2,300
+//     bytes); its WAL fdatasyncs timed by bpftrace (its pid and the .wal
+//     file's fd: the bolt db's syncs are left out), exact percentiles of
+//     the raw samples. The db's pwrites and fdatasyncs (the backend commit)
+//     are traced too: db_overlap_pct is the share of WAL fdatasyncs that
+//     overlap a commit, alone_p50/p99 the WAL percentiles without them (is
+//     etcd's tail its own backend commit? 1.4-1.6 % overlap and the same
+//     p99 on 2026-11-24: no).
+//   - daemon: diskcanary serve with one wal probe (layout append, the
+//     gap), its own native histogram over the phase.
+//   - check: diskcanary check --gap, raw samples.
+//   - fio: the etcd recipe with --thinktime of the gap.
+//
+// The gap (pause between one op's end and the next op's start) is 1/rate
+// minus opTime, about etcd's write + fdatasync; -gap overrides it for
+// every rate. Each phase runs min(samples/rate, -max-phase) seconds, at
+// least 3. The ratios are the medians of per-round source/etcd; the issue
+// holds the daemon to ±10 % at p50 and ±15 % at p99 at the rate its gap
+// models, which the table shows but does not judge: at the other rates it
+// is a curve, not a criterion.
+
+const (
+	opTime     = 400 * time.Microsecond
+	valueBytes = 2200
+	warmUp     = 2 * time.Second
+)
+
+var etcdSources = []string{"etcd", "daemon", "check", "fio"}
+
+type etcdRow struct {
+	n     int
+	p     percentiles
+	notes []string
+	num   map[string]float64 // etcd's numeric notes, medianed over rounds
+}
+
+func etcdVsDaemon(r *run, p params) bool {
+	r.need("etcd", "hey", "bpftrace", "fio")
+	r.needRoot("bpftrace")
+	if _, err := os.Stat("/sys/kernel/tracing/events/syscalls"); err != nil {
+		_ = exec.Command("mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing").Run()
+		if _, err := os.Stat("/sys/kernel/tracing/events/syscalls"); err != nil {
+			r.Skip("tracefs with syscall tracepoints is missing (mount -t tracefs nodev /sys/kernel/tracing)")
+		}
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		r.Fatal(err)
+	}
+	put := r.putBody()
+	gapGiven := p.Gap != defaults.Gap
+	rows := map[string]*etcdRow{} // by round/rate/source
+	key := func(i, rate int, s string) string { return fmt.Sprint(i, "/", rate, "/", s) }
+	r.printf("etcd vs daemon on %s: rates %v puts/s, %d rounds, %s\n", where(p.Dir), p.Rates, p.Rounds, nodeBPFSaid(p.NodeBPF))
+	for i := range p.Rounds {
+		k := i % len(etcdSources)
+		order := append(slices.Clone(etcdSources[k:]), etcdSources[:k]...)
+		for _, rate := range p.Rates {
+			phase := time.Duration(max(3, min(p.MaxPhase.Seconds(), math.Ceil(float64(p.Samples)/float64(rate))))) * time.Second
+			gap := max(0, time.Second/time.Duration(rate)-opTime)
+			if gapGiven {
+				gap = p.Gap
+			}
+			fmt.Printf("--- round %d, %d puts/s, %v per source, gap %v, order %v\n", i+1, rate, phase, gap, order)
+			n := max(100, int(phase/(gap+opTime)))
+			for _, s := range order {
+				var row *etcdRow
+				stop := r.nodeBPF(p.NodeBPF && s != "daemon")
+				switch s {
+				case "etcd":
+					row = r.etcdPhase(filepath.Join(p.Dir, "etcd"), rate, phase, put)
+				case "daemon":
+					row = r.daemonPhase(filepath.Join(p.Dir, "daemon"), gap, phase)
+				case "check":
+					row = r.checkPhase(filepath.Join(p.Dir, "check"), gap, n)
+				case "fio":
+					row = r.fioPhase(filepath.Join(p.Dir, "fio"), gap, n)
+				}
+				stop()
+				rows[key(i, rate, s)] = row
+				fmt.Printf("  %s: %d samples, p50 %.1f p90 %.1f p99 %.1f µs %s\n", s, row.n, row.p.p50, row.p.p90, row.p.p99, strings.Join(row.notes, " "))
+			}
+		}
+	}
+	r.printf("etcd WAL fdatasync vs the paced probes: medians over %d interleaved rounds (µs)\n", p.Rounds)
+	r.printf("samples = total over the rounds; '*' = p99 from < 1,000 samples per round; ratio = median of per-round source/etcd\n")
+	r.printf("%5s %-7s %8s %7s %7s %8s  %9s %9s  notes\n", "rate", "source", "samples", "p50", "p90", "p99", "p50 ratio", "p99 ratio")
+	for _, rate := range p.Rates {
+		for _, s := range etcdSources {
+			var rs, es []*etcdRow
+			for i := range p.Rounds {
+				rs, es = append(rs, rows[key(i, rate, s)]), append(es, rows[key(i, rate, "etcd")])
+			}
+			total, least := 0, math.MaxInt
+			for _, x := range rs {
+				total, least = total+x.n, min(least, x.n)
+			}
+			star := " "
+			if least < 1000 {
+				star = "*"
+			}
+			get := func(xs []*etcdRow, f func(percentiles) float64) []float64 {
+				out := make([]float64, len(xs))
+				for i, x := range xs {
+					out[i] = f(x.p)
+				}
+				return out
+			}
+			ratios := fmt.Sprintf("%9s %9s", "", "")
+			if s != "etcd" {
+				ratios = fmt.Sprintf("%9.2f %9.2f", stats.PairedRatio(get(rs, p50), get(es, p50)), stats.PairedRatio(get(rs, p99), get(es, p99)))
+			}
+			notes := strings.Join(rs[len(rs)-1].notes, " ")
+			if s == "etcd" {
+				var ns []string
+				for _, name := range etcdNotes {
+					vs := make([]float64, len(rs))
+					for i, x := range rs {
+						vs[i] = x.num[name]
+					}
+					ns = append(ns, fmt.Sprintf("%s=%.4g", name, stats.Median(vs)))
+				}
+				notes = strings.Join(ns, " ")
+			}
+			r.printf("%5d %-7s %8d %7.0f %7.0f %7.0f%s  %s  %s\n", rate, s, total,
+				stats.Median(get(rs, p50)), stats.Median(get(rs, func(p percentiles) float64 { return p.p90 })), stats.Median(get(rs, p99)), star, ratios, notes)
+		}
+	}
+	return true
+}
+
+var etcdNotes = []string{"puts/s", "non200", "syncs/s", "idle_us", "db_overlap_pct", "alone_p50", "alone_p99"}
+
+// putBody is the gateway's put request: a fixed key and a random value,
+// base64 as the gateway wants.
+func (r *run) putBody() string {
+	v := make([]byte, valueBytes)
+	_, _ = rand.Read(v)
+	b, _ := json.Marshal(map[string]string{
+		"key":   base64.StdEncoding.EncodeToString([]byte("diskcanary-bench")),
+		"value": base64.StdEncoding.EncodeToString(v),
+	})
+	f := filepath.Join(r.TempDir(), "put.json")
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		r.Fatal(err)
+	}
+	return f
+}
+
+func (r *run) etcdPhase(dataDir string, rate int, phase time.Duration, put string) *etcdRow {
+	os.RemoveAll(dataDir)
+	defer os.RemoveAll(dataDir)
+	client, peer := testenv.FreeAddr(r), testenv.FreeAddr(r)
+	e := testenv.StartProcess(r, "etcd", "--name", "bench", "--data-dir", dataDir,
+		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "bench=http://"+peer, "--logger", "zap", "--log-level", "error")
+	defer func() { _ = e.Cmd.Process.Signal(syscall.SIGTERM); <-e.Done }()
+	if !waitFor(10*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get("http://" + client + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}) {
+		r.Fatal("etcd did not start")
+	}
+	// One worker per 250 puts/s (a put takes ~0.5-1 ms); hey's -q is per
+	// worker. One worker spaces the puts evenly, as the probes' fixed gap
+	// does; it falls a few % short of the rate on a busy machine (a slow
+	// put drops its tick), which the achieved rate in the notes shows.
+	workers := (rate + 249) / 250
+	hey := exec.Command("hey", "-z", (phase + warmUp + 3*time.Second).String(), "-c", strconv.Itoa(workers),
+		"-q", strconv.FormatFloat(float64(rate)/float64(workers), 'f', -1, 64),
+		"-m", "POST", "-T", "application/json", "-D", put, "http://"+client+"/v3/kv/put")
+	var heyOut bytes.Buffer
+	hey.Stdout, hey.Stderr = &heyOut, &heyOut
+	if err := hey.Start(); err != nil {
+		r.Fatal(err)
+	}
+	time.Sleep(warmUp)
+	pid := e.Cmd.Process.Pid
+	fd := walFD(r, pid)
+	script := fmt.Sprintf(`tracepoint:syscalls:sys_enter_fdatasync,tracepoint:syscalls:sys_enter_fsync /pid == %[1]d/ { @s[tid] = nsecs; @fd[tid] = args->fd; }
+tracepoint:syscalls:sys_exit_fdatasync,tracepoint:syscalls:sys_exit_fsync /@s[tid]/ { printf("S %%lld %%lld %%d\n", @s[tid], nsecs - @s[tid], @fd[tid]); delete(@s[tid]); delete(@fd[tid]); }
+tracepoint:syscalls:sys_enter_pwrite64 /pid == %[1]d && args->fd != %[2]d/ { @w[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_pwrite64 /@w[tid]/ { printf("W %%lld %%lld\n", @w[tid], nsecs - @w[tid]); delete(@w[tid]); }
+interval:s:%[3]d { exit(); }
+END { clear(@s); clear(@fd); clear(@w); }
+`, pid, fd, int(phase.Seconds()))
+	traced := filepath.Join(r.TempDir(), "bt.out")
+	r.exec("bpftrace", "-o", traced, "-e", script)
+	_ = hey.Wait()
+	h, err := read.ParseHey(&heyOut)
+	if err != nil {
+		r.Fatalf("%v\n%s", err, heyOut.Bytes())
+	}
+	b, err := os.ReadFile(traced)
+	if err != nil {
+		r.Fatal(err)
+	}
+	return etcdRowFrom(r, b, fd, phase, h, rate)
+}
+
+// walFD is the fd of the newest .wal file etcd holds open (a fresh data
+// dir: one).
+func walFD(r *run, pid int) int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		r.Fatal(err)
+	}
+	fd, newest := -1, ""
+	for _, e := range ents {
+		t, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err == nil && strings.HasSuffix(t, ".wal") && t > newest {
+			newest = t
+			fd, _ = strconv.Atoi(e.Name())
+		}
+	}
+	if fd < 0 {
+		r.Fatalf("no .wal file open in etcd (pid %d)", pid)
+	}
+	return fd
+}
+
+type span struct{ start, end int64 }
+
+// etcdRowFrom reads bpftrace's lines: "S start dur fd" for an
+// fdatasync/fsync, "W start dur" for a pwrite outside the WAL.
+func etcdRowFrom(r *run, traced []byte, walFD int, phase time.Duration, h read.Hey, rate int) *etcdRow {
+	var wal []span
+	type event struct {
+		span
+		sync bool
+	}
+	var db []event
+	sc := bufio.NewScanner(bytes.NewReader(traced))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 || (f[0] != "S" && f[0] != "W") {
+			continue
+		}
+		t, _ := strconv.ParseInt(f[1], 10, 64)
+		d, _ := strconv.ParseInt(f[2], 10, 64)
+		s := span{t, t + d}
+		switch {
+		case f[0] == "W":
+			db = append(db, event{s, false})
+		case len(f) == 4 && f[3] == strconv.Itoa(walFD):
+			wal = append(wal, s)
+		default:
+			db = append(db, event{s, true})
+		}
+	}
+	if len(wal) == 0 {
+		r.Fatalf("bpftrace saw no WAL fdatasync:\n%s", traced)
+	}
+	// etcd's backend commit (bolt, every 100 ms by default): pwrites of
+	// the db, then its fdatasync. A WAL fdatasync overlapping a commit
+	// window (first pwrite after the previous db sync .. end of the next
+	// db sync) shares the disk and the journal with it.
+	slices.SortFunc(db, func(a, b event) int { return int(a.start - b.start) })
+	var commits []span
+	begin := int64(-1)
+	for _, e := range db {
+		if begin < 0 {
+			begin = e.start
+		}
+		if e.sync {
+			commits = append(commits, span{begin, e.end})
+			begin = -1
+		}
+	}
+	var all, alone []time.Duration
+	var idle []float64
+	for k, s := range wal {
+		d := time.Duration(s.end - s.start)
+		all = append(all, d)
+		if !slices.ContainsFunc(commits, func(c span) bool { return c.start < s.end && s.start < c.end }) {
+			alone = append(alone, d)
+		}
+		if k > 0 {
+			idle = append(idle, float64(s.start-wal[k-1].end)/1e3)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(alone)
+	if h.RequestsPerSec < 0.95*float64(rate) {
+		fmt.Fprintf(os.Stderr, "warning: hey achieved %.1f puts/s of %d\n", h.RequestsPerSec, rate)
+	}
+	non200 := 0
+	for code, n := range h.Statuses {
+		if code != http.StatusOK {
+			non200 += n
+		}
+	}
+	for _, n := range h.Errors {
+		non200 += n
+	}
+	pct := func(s []time.Duration, q float64) float64 { return us(probes.Percentile(s, q)) }
+	row := &etcdRow{n: len(all), p: percentiles{pct(all, 50), pct(all, 90), pct(all, 99)}, num: map[string]float64{
+		"puts/s": h.RequestsPerSec, "non200": float64(non200), "syncs/s": float64(len(all)) / phase.Seconds(),
+		"idle_us": stats.Median(idle), "db_overlap_pct": 100 * float64(len(all)-len(alone)) / float64(len(all)),
+		"alone_p50": pct(alone, 50), "alone_p99": pct(alone, 99),
+	}}
+	for _, name := range etcdNotes {
+		row.notes = append(row.notes, fmt.Sprintf("%s=%.4g", name, row.num[name]))
+	}
+	return row
+}
+
+func (r *run) daemonPhase(dir string, gap, phase time.Duration) *etcdRow {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		r.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// Bursts of 50 (rule 5); the interval is the pause after a burst, so
+	// one gap (at least the 10 ms minimum) keeps the pacing even.
+	interval := max(10*time.Millisecond, gap.Round(time.Millisecond))
+	d := r.serve(fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, layout: append, gap: %s, ops: 50, interval: %s, jitter: 0, daily_write_budget: 1TB}
+smart: {enabled: false}
+diskstats: {enabled: false}
+`, dir, gap, interval))
+	defer d.stop()
+	w := d.window(r, "diskcanary_fdatasync_duration_seconds", "wal", 0, phase)
+	return &etcdRow{n: int(w.Count), p: histogramPercentiles(w), notes: []string{"gap=" + gap.String(), "interval=" + interval.String()}}
+}
+
+func (r *run) checkPhase(dir string, gap time.Duration, n int) *etcdRow {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		r.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	c := r.check(dir, "--gap", gap.String(), "--samples", strconv.Itoa(n))
+	return &etcdRow{n: c.Samples, p: checkPercentiles(c), notes: []string{"gap=" + gap.String()}}
+}
+
+func (r *run) fioPhase(dir string, gap time.Duration, n int) *etcdRow {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		r.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	j := r.fioWAL(dir, n, gap)
+	return &etcdRow{n: j.Sync.Lat.N, p: fioPercentiles(r, j.Sync.Lat), notes: []string{"gap=" + gap.String()}}
+}
