@@ -44,11 +44,17 @@ type params struct {
 	NodeBPF   bool          // references under the daemon's eBPF program
 	Rates     []int         // etcd-vs-daemon: puts per second
 	MaxPhase  time.Duration // etcd-vs-daemon: longest phase per source
+	Interval  time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step
+	Duration  time.Duration // scrape-load: continuous load; soak: the whole run
+	Scrapers  int           // scrape-load: concurrent scrapers
+	Devices   int           // diskstats-vs-node-exporter: synthetic devices (up to 1000)
+	Tolerance float64       // iostat-vs-sysstat: each column within this share of sysstat's
 }
 
 var defaults = params{
 	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: 10 * time.Millisecond, Ops: 50,
 	Reads: true, Check: true, NodeBPF: true, Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
+	Interval: 10 * time.Second, Duration: 60 * time.Second, Scrapers: 50, Devices: 1000, Tolerance: 0.02,
 }
 
 // scenario is one entry of the suite.
@@ -70,7 +76,7 @@ var suite = []scenario{
 	{"etcd-vs-daemon", "etcd WAL vs paced probe (10/80/1000 puts/s)", etcdVsDaemon,
 		func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
 	{"daemon-vs-fio", "daemon's own histograms vs fio, paced (disk)", daemonVsFIO, func(p *params) {}, ""},
-	command("probe-overhead", "per-op overhead (tmpfs)", "bench/probe-overhead", "9", "500000"),
+	{"probe-overhead", "per-op overhead (tmpfs)", probeOverhead, func(p *params) { p.Rounds, p.Samples = 9, 500000 }, ""},
 	command("iostat-vs-sysstat", "iostat vs sysstat", "bench/iostat-vs-sysstat", "2", "3"),
 	command("diskstats-100", "diskstats scrape, 100 devices", "env", "DEVICES=100", "bench/diskstats-vs-node-exporter", "200"),
 	command("diskstats-1000", "diskstats scrape, 1000 devices", "env", "DEVICES=1000", "bench/diskstats-vs-node-exporter", "200"),
@@ -131,6 +137,11 @@ func main() {
 	fl.BoolVar(&p.NodeBPF, "node-bpf", p.NodeBPF, "run the references under the daemon's block-latency eBPF program")
 	rates := fl.String("rates", "10,80,1000", "etcd-vs-daemon: puts per second")
 	fl.DurationVar(&p.MaxPhase, "max-phase", p.MaxPhase, "etcd-vs-daemon: longest phase per source")
+	fl.DurationVar(&p.Interval, "interval", p.Interval, "iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step")
+	fl.DurationVar(&p.Duration, "duration", p.Duration, "scrape-load: continuous load (and interleaved windows over as long); soak: the whole run")
+	fl.IntVar(&p.Scrapers, "scrapers", p.Scrapers, "scrape-load: concurrent scrapers")
+	fl.IntVar(&p.Devices, "devices", p.Devices, "diskstats-vs-node-exporter: synthetic block devices (1..1000)")
+	fl.Float64Var(&p.Tolerance, "tolerance", p.Tolerance, "iostat-vs-sysstat: each column within this share of sysstat's")
 	flag.Parse()
 	if *list {
 		for _, s := range suite {
@@ -234,6 +245,9 @@ func override(sp, flags params, given map[string]bool) params {
 		"reads": func() { sp.Reads = flags.Reads }, "check": func() { sp.Check = flags.Check },
 		"node-bpf": func() { sp.NodeBPF = flags.NodeBPF }, "rates": func() { sp.Rates = flags.Rates },
 		"max-phase": func() { sp.MaxPhase = flags.MaxPhase },
+		"interval": func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
+		"scrapers": func() { sp.Scrapers = flags.Scrapers }, "devices": func() { sp.Devices = flags.Devices },
+		"tolerance": func() { sp.Tolerance = flags.Tolerance },
 	} {
 		if given[name] {
 			apply()

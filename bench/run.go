@@ -108,12 +108,16 @@ func (r *run) needRoot(why string) {
 // exec runs a tool to its end and returns its standard output; a failure
 // fails the scenario with the tool's standard error.
 func (r *run) exec(name string, args ...string) []byte {
-	cmd := exec.Command(name, args...)
+	return r.output(exec.Command(name, args...))
+}
+
+// output is exec for a command set up by the caller (its environment).
+func (r *run) output(cmd *exec.Cmd) []byte {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		r.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
+		r.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.Bytes())
 	}
 	return out
 }

@@ -160,3 +160,16 @@ func (h *Histogram) Quantile(q float64) float64 {
 	}
 	return last // float error left rank just above the total
 }
+
+// Add pools h and o (windows of one histogram): their counts added, as
+// sum(increase(...)) over the windows would give.
+func (h *Histogram) Add(o *Histogram) (*Histogram, error) {
+	if o.Schema != h.Schema {
+		return nil, fmt.Errorf("pooling schema %d with schema %d", h.Schema, o.Schema)
+	}
+	s := &Histogram{Schema: h.Schema, ZeroCount: h.ZeroCount + o.ZeroCount, Count: h.Count + o.Count, Buckets: maps.Clone(h.Buckets)}
+	for i, n := range o.Buckets {
+		s.Buckets[i] += n
+	}
+	return s, nil
+}

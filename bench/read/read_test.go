@@ -181,3 +181,55 @@ func TestSince(t *testing.T) {
 	_, err = after.Since(&Histogram{Schema: 3})
 	require.ErrorContains(t, err, "schema changed from 3 to 0")
 }
+
+// Two windows pooled: one in the zero bucket, (1, 2] holds 2 + 8, (4, 8]
+// 30 + 0; the pool's median is rank 20.5, 9.5 of 30 into (4, 8]:
+// 4·2^(9.5/30).
+func TestAdd(t *testing.T) {
+	a := &Histogram{Schema: 0, Count: 32, Buckets: map[int32]float64{1: 2, 3: 30}}
+	b := &Histogram{Schema: 0, ZeroCount: 1, Count: 9, Buckets: map[int32]float64{1: 8}}
+	s, err := a.Add(b)
+	require.NoError(t, err)
+	require.Equal(t, 41.0, s.Count)
+	require.Equal(t, 1.0, s.ZeroCount)
+	require.Equal(t, map[int32]float64{1: 10, 3: 30}, s.Buckets)
+	require.InDelta(t, 4*math.Pow(2, 9.5/30), s.Quantile(0.5), 1e-9)
+	require.Equal(t, map[int32]float64{1: 2, 3: 30}, a.Buckets, "Add leaves its receiver alone")
+	_, err = a.Add(&Histogram{Schema: 3})
+	require.ErrorContains(t, err, "pooling schema 0 with schema 3")
+}
+
+// go test -bench of probes' BenchmarkWALOp and BenchmarkWALOpCheck, 2,000
+// ops each on /dev/shm: the custom units beside ns/op.
+func TestGoBench(t *testing.T) {
+	bs, err := ParseGoBench(open(t, "gobench-walop.txt"))
+	require.NoError(t, err)
+	require.Len(t, bs, 2)
+	require.Equal(t, "BenchmarkWALOp-2", bs[0].Name)
+	require.Equal(t, 2000, bs[0].N)
+	require.Equal(t, map[string]float64{"ns/op": 39668, "ns/op-overhead": 2980, "ns/op-timed": 35590, "ns/op-wall": 38570, "B/op": 4, "allocs/op": 0}, bs[0].Values)
+	require.Equal(t, "BenchmarkWALOpCheck-2", bs[1].Name)
+	require.Equal(t, 4129.0, bs[1].Values["ns/op-overhead"])
+}
+
+// A daemon's /metrics (one wal probe, 12 runs) and node_exporter 1.5.0's
+// (diskstats only), in the text format.
+func TestMetricsText(t *testing.T) {
+	m, err := ParseText(open(t, "daemon-metrics.txt"))
+	require.NoError(t, err)
+	v, n := m.Sum("diskcanary_collector_duration_seconds", map[string]string{"collector": "diskstats"})
+	require.Equal(t, 1, n)
+	require.Equal(t, 0.118805394, v)
+	v, _ = m.Sum("diskcanary_probe_written_bytes_total", nil)
+	require.Equal(t, 380928.0, v)
+	v, _ = m.Sum("go_goroutines", nil)
+	require.Equal(t, 23.0, v)
+	_, n = m.Sum("diskcanary_probe_runs_total", map[string]string{"probe": "rr"})
+	require.Zero(t, n)
+	ne, err := ParseText(open(t, "node-exporter-metrics.txt"))
+	require.NoError(t, err)
+	v, _ = ne.Sum("node_scrape_collector_duration_seconds", map[string]string{"collector": "diskstats"})
+	require.Equal(t, 0.001130786, v)
+	_, n = ne.Sum("node_disk_reads_completed_total", nil)
+	require.Equal(t, 2, n)
+}
