@@ -2,21 +2,16 @@ package smart
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // RunnerConfig is what the smartctl runner needs; collector/smart.go fills
@@ -49,10 +44,6 @@ type RunnerConfig struct {
 	ProcFS, SysFS string
 	Logger        *slog.Logger
 }
-
-// maxOutput bounds what is kept of smartctl's stdout: the largest real
-// --xall output is ~200 KB, and a misbehaving binary must not eat memory.
-const maxOutput = 4 << 20
 
 // DeviceState is what the runner knows about one device, as handed to the
 // collector and the CLI.
@@ -284,7 +275,7 @@ func (r *Runner) lookup(now time.Time) bool {
 	}
 	first := r.lastLookup.IsZero()
 	r.lastLookup = now
-	p, err := exec.LookPath(r.cfg.Smartctl)
+	p, err := lookPath(r.cfg.Smartctl)
 	if err != nil {
 		r.pathErr = err
 		if first {
@@ -565,143 +556,10 @@ func (r *Runner) CollectOnce(ctx context.Context, targets []Target) (Status, err
 	return r.Status(), nil
 }
 
-type execResult struct {
-	stdout   []byte
-	stderr   string
-	code     int
-	timedOut bool
-	err      error
-	// reaped is non-nil when the process survived SIGKILL past the grace
-	// period; it is closed once the process is finally reaped.
-	reaped <-chan struct{}
-}
-
-// killGrace is how long a killed process gets to be reaped before the run
-// gives up its concurrency slot.
-const killGrace = 2 * time.Second
-
-// exec runs smartctl with the configured timeout. smartctl runs in its own
-// process group, and that whole group is killed after every run, not only
-// at the timeout: anything smartctl (or a wrapper script standing in for
-// it) left behind would otherwise pile up, one orphan per run.
+// exec runs smartctl (process.go) with the configured timeout.
 func (r *Runner) exec(ctx context.Context, args ...string) execResult {
 	r.mu.Lock()
 	path := r.path
 	r.mu.Unlock()
-	cmd := exec.Command(path, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout := &cappedOutput{limit: maxOutput}
-	stderr := &cappedOutput{limit: maxStderr}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// Wait returns this long after the process exits even if something it
-	// started escaped the group and still holds the output pipes.
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return execResult{code: -1, err: fmt.Errorf("start %s: %w", path, err)}
-	}
-	pid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() {
-		waitExited(pid)
-		close(exited)
-	}()
-	timer := time.NewTimer(r.cfg.Timeout)
-	defer timer.Stop()
-	res := execResult{code: -1}
-	select {
-	case <-exited:
-	case <-timer.C:
-		res.timedOut = true
-	case <-ctx.Done():
-		res.err = ctx.Err()
-	}
-	// Negative pid: the whole process group smartctl leads. smartctl is not
-	// reaped yet (cmd.Wait comes next), so its pid, which is the group's
-	// id, cannot have been reused by an unrelated process.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	done := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(killGrace):
-		// Only a killed process can be stuck here (uninterruptible sleep);
-		// one that exited is a zombie that Wait reaps at once.
-		res.reaped = done
-		return res
-	}
-	if res.timedOut || res.err != nil {
-		return res
-	}
-	res.stdout = stdout.Bytes()
-	res.stderr = strings.TrimSpace(string(stderr.Bytes()))
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-		res.code = 0
-	case errors.As(waitErr, &ee) && ee.Exited():
-		res.code = ee.ExitCode()
-	default:
-		res.err = fmt.Errorf("smartctl %s: %w", strings.Join(args, " "), waitErr)
-	}
-	// Truncated output is never parsed: half a JSON document from a binary
-	// that prints hundreds of megabytes is not SMART data.
-	for _, o := range []struct {
-		name string
-		out  *cappedOutput
-	}{{"stdout", stdout}, {"stderr", stderr}} {
-		if o.out.truncated {
-			res.stdout, res.stderr = nil, ""
-			res.err = fmt.Errorf("smartctl %s: printed more than %d bytes on %s (the rest was discarded); the largest real output is ~200 KB: check that %s is smartctl", strings.Join(args, " "), o.out.limit, o.name, path)
-			break
-		}
-	}
-	return res
+	return runSmartctl(ctx, path, r.cfg.Timeout, args...)
 }
-
-// waitExited blocks until process pid has exited, without reaping it
-// (WNOWAIT): cmd.Wait still gets its status, and until then the pid stays
-// taken, so killing its process group afterwards cannot hit a stranger.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			// ECHILD: cmd.Wait reaped it first (after a timeout kill).
-			return
-		}
-	}
-}
-
-// maxStderr bounds what is kept of smartctl's stderr, which only ever
-// holds a line or two for the error message.
-const maxStderr = 64 << 10
-
-// cappedOutput keeps the first limit bytes written to it and drops the
-// rest, noting that it did, so a runaway process cannot grow diskcanary's
-// memory.
-// It must not implement io.ReaderFrom: io.Copy (what os/exec uses to drain
-// a pipe) would call that instead of Write, and bytes.Buffer's ReadFrom
-// reads everything. Writes past the cap still succeed, so the child keeps
-// draining and never blocks on a full pipe.
-type cappedOutput struct {
-	buf       []byte
-	limit     int
-	truncated bool
-}
-
-func (b *cappedOutput) Write(p []byte) (int, error) {
-	n := len(p)
-	if room := b.limit - len(b.buf); n > room {
-		b.truncated = true
-		p = p[:max(room, 0)]
-	}
-	b.buf = append(b.buf, p...)
-	return n, nil
-}
-
-// Bytes returns what was kept.
-func (b *cappedOutput) Bytes() []byte { return b.buf }
