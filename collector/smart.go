@@ -75,7 +75,13 @@ func selfTestConfig(c *config.SelfTests) smart.SelfTestConfig {
 func (p *smartPart) Run(ctx context.Context) { p.runner.Run(ctx) }
 
 func (p *smartPart) Update(ch chan<- prometheus.Metric) error {
-	s := p.runner.Status()
+	p.emit(ch, p.runner.Status())
+	return nil
+}
+
+// emit sends the series of a runner status, rebuilding a device's only
+// when its state changed since the last scrape.
+func (p *smartPart) emit(ch chan<- prometheus.Metric, s smart.Status) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	emitSmartRunner(ch, s)
@@ -101,7 +107,6 @@ func (p *smartPart) Update(ch chan<- prometheus.Metric) error {
 			delete(p.cache, label)
 		}
 	}
-	return nil
 }
 
 func smartDesc(name, help string, labels ...string) *prometheus.Desc {
@@ -187,16 +192,6 @@ func emitSmartRunner(ch chan<- prometheus.Metric, s smart.Status) {
 	ch <- prometheus.MustNewConstMetric(smartctlAvailableDesc, prometheus.GaugeValue, smartBool(s.SmartctlFound))
 	if s.SmartctlFound {
 		ch <- prometheus.MustNewConstMetric(smartScanSuccessDesc, prometheus.GaugeValue, smartBool(s.ScanSuccess))
-	}
-}
-
-// emitSmartStatus sends everything for a status without caching (tests).
-func emitSmartStatus(ch chan<- prometheus.Metric, s smart.Status) {
-	emitSmartRunner(ch, s)
-	for i := range s.Devices {
-		for _, m := range appendSmartDevice(nil, &s.Devices[i]) {
-			ch <- m
-		}
 	}
 }
 

@@ -27,13 +27,13 @@ import (
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
 )
 
-// smartStatusCollector exposes a fixed runner status, so metric building is
-// tested without running anything.
+// smartStatusCollector exposes a fixed runner status through the part's own
+// scrape path, so metric building is tested without running anything.
 type smartStatusCollector struct{ s smart.Status }
 
 func (c smartStatusCollector) Describe(chan<- *prometheus.Desc) {}
 func (c smartStatusCollector) Collect(ch chan<- prometheus.Metric) {
-	emitSmartStatus(ch, c.s)
+	(&smartPart{cache: map[string]smartCached{}}).emit(ch, c.s)
 }
 
 func smartStateFromFixture(t testing.TB, name string) smart.DeviceState {
