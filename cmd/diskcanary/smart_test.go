@@ -250,6 +250,21 @@ func TestSmartUsageExit64(t *testing.T) {
 	}
 }
 
+// TestSmartHelpShowsConfigDefaults: the CLI's live-read flags default to the
+// daemon's SMART defaults (the CLI once said concurrency 4 to the daemon's 2).
+func TestSmartHelpShowsConfigDefaults(t *testing.T) {
+	stdout, stderr, code := runSmart(t, "--help")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		`--smartctl string      the smartctl binary (default "smartctl")`,
+		`--timeout duration     kill a smartctl run after this long (default 30s)`,
+		`--nocheck string       smartctl --nocheck: never, sleep, standby or idle (default "standby")`,
+		`--concurrency int      smartctl runs at once (default 2)`,
+	} {
+		require.Contains(t, stdout, want)
+	}
+}
+
 func TestSmartJSONNullNotZero(t *testing.T) {
 	got := smartJSON(t, 0, "--from-json", smarttest.Fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json"))
 	d := got[0]

@@ -8,6 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The SMART defaults as README "SMART" shows them; the embedded default
+// config's smart: block sets only enabled, so every other value here is a
+// default applied. `diskcanary smart` and the runner take theirs from the
+// same constants (TestSmartHelpShowsConfigDefaults, TestRunnerDefaults).
 func TestSmartDefaults(t *testing.T) {
 	c, err := Parse(Default)
 	require.NoError(t, err)
@@ -16,8 +20,12 @@ func TestSmartDefaults(t *testing.T) {
 	require.True(t, s.Scan)
 	require.Equal(t, "standby", s.NoCheck, "sleeping disks stay asleep by default")
 	require.Equal(t, "smartctl", s.Smartctl)
-	require.Greater(t, s.Concurrency, 0)
-	require.GreaterOrEqual(t, s.VanishedAfter, s.RescanInterval)
+	require.Equal(t, 5*time.Minute, s.Interval)
+	require.Equal(t, 30*time.Second, s.Timeout)
+	require.Equal(t, 2, s.Concurrency)
+	require.Equal(t, 10*time.Minute, s.RescanInterval)
+	require.Equal(t, 30*time.Minute, s.VanishedAfter)
+	require.Empty(t, s.Devices)
 }
 
 func TestSmartValid(t *testing.T) {

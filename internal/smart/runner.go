@@ -1,6 +1,7 @@
 package smart
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 // RunnerConfig is what the smartctl runner needs; collector/smart.go fills
-// it from config.Smart.
+// it from config.Smart. NewRunner gives a zero field the config's default.
 type RunnerConfig struct {
 	// Smartctl is the binary, looked up in PATH when not absolute.
 	Smartctl string
@@ -123,14 +126,21 @@ type device struct {
 	state      DeviceState
 }
 
-// NewRunner builds a runner; Run starts it.
+// NewRunner builds a runner; Run starts it. A field left zero takes the
+// config's default (config.DefaultSmart*), the one place SMART defaults
+// are stated, so a caller that sets only what it cares about (the CLI's
+// one-shot read, a test) runs as the daemon would.
 func NewRunner(cfg RunnerConfig) *Runner {
+	cfg.Smartctl = cmp.Or(cfg.Smartctl, config.DefaultSmartctl)
+	cfg.Interval = cmp.Or(cfg.Interval, config.DefaultSmartInterval)
+	cfg.Timeout = cmp.Or(cfg.Timeout, config.DefaultSmartTimeout)
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 1
+		cfg.Concurrency = config.DefaultSmartConcurrency
 	}
-	if cfg.NoCheck == "" {
-		cfg.NoCheck = "standby"
-	}
+	cfg.RescanInterval = cmp.Or(cfg.RescanInterval, config.DefaultSmartRescanInterval)
+	cfg.VanishedAfter = cmp.Or(cfg.VanishedAfter, config.DefaultSmartVanishedAfter)
+	cfg.NoCheck = cmp.Or(cfg.NoCheck, config.DefaultSmartNoCheck)
+	// Not a config key: README "SMART" promises quarantine backs off to 1 h.
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = time.Hour
 	}

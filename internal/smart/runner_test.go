@@ -192,6 +192,30 @@ func TestRunnerArgs(t *testing.T) {
 	require.Contains(t, megaArgs[0], "--device=sat+megaraid,1 /dev/bus/0")
 }
 
+// TestRunnerDefaults: a zero RunnerConfig field runs with the config's
+// default, as README "SMART" states them (the runner once fell back to a
+// concurrency of 1 against the config's 2).
+func TestRunnerDefaults(t *testing.T) {
+	r := NewRunner(RunnerConfig{})
+	require.Equal(t, "smartctl", r.cfg.Smartctl)
+	require.Equal(t, 5*time.Minute, r.cfg.Interval)
+	require.Equal(t, 30*time.Second, r.cfg.Timeout)
+	require.Equal(t, 2, r.cfg.Concurrency)
+	require.Equal(t, 2, cap(r.sem), "smartctl runs at once")
+	require.Equal(t, 10*time.Minute, r.cfg.RescanInterval)
+	require.Equal(t, 30*time.Minute, r.cfg.VanishedAfter)
+	require.Equal(t, "standby", r.cfg.NoCheck)
+	require.Equal(t, time.Hour, r.cfg.MaxBackoff)
+
+	set := NewRunner(RunnerConfig{Smartctl: "/opt/smartctl", Interval: time.Minute, Timeout: time.Second, Concurrency: 5,
+		RescanInterval: time.Hour, VanishedAfter: 2 * time.Hour, NoCheck: "never", MaxBackoff: time.Minute})
+	require.Equal(t, RunnerConfig{Smartctl: "/opt/smartctl", Interval: time.Minute, Timeout: time.Second, Concurrency: 5,
+		RescanInterval: time.Hour, VanishedAfter: 2 * time.Hour, NoCheck: "never", MaxBackoff: time.Minute},
+		RunnerConfig{Smartctl: set.cfg.Smartctl, Interval: set.cfg.Interval, Timeout: set.cfg.Timeout, Concurrency: set.cfg.Concurrency,
+			RescanInterval: set.cfg.RescanInterval, VanishedAfter: set.cfg.VanishedAfter, NoCheck: set.cfg.NoCheck, MaxBackoff: set.cfg.MaxBackoff},
+		"a set field is kept")
+}
+
 func TestRunnerMissingSmartctl(t *testing.T) {
 	r := NewRunner(RunnerConfig{Smartctl: filepath.Join(t.TempDir(), "smartctl"), Interval: time.Second, Timeout: time.Second,
 		Scan: true, RescanInterval: time.Hour, VanishedAfter: time.Hour, Devices: []Target{{Name: "/dev/sda"}}})
