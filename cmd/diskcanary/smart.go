@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -107,7 +108,7 @@ cannot be read may be the one that is dying, so it outranks a degraded one.`,
 	fl.StringVar(&f.smartctl, "smartctl", config.DefaultSmartctl, "the smartctl binary")
 	fl.StringVarP(&f.devType, "device-type", "d", "", "smartctl -d TYPE for every DEVICE given (sat, nvme, megaraid,N, ...)")
 	fl.DurationVar(&f.timeout, "timeout", config.DefaultSmartTimeout, "kill a smartctl run after this long")
-	fl.StringVar(&f.nocheck, "nocheck", config.DefaultSmartNoCheck, "smartctl --nocheck: never, sleep, standby or idle")
+	fl.StringVar(&f.nocheck, "nocheck", config.DefaultSmartNoCheck, "smartctl --nocheck: "+orList(config.SmartNoCheckModes))
 	fl.IntVar(&f.concurrent, "concurrency", config.DefaultSmartConcurrency, "smartctl runs at once")
 	return cmd
 }
@@ -122,10 +123,8 @@ func (f *smartFlags) validate(cmd *cobra.Command) error {
 		}
 		return nil
 	}
-	switch f.nocheck {
-	case "never", "sleep", "standby", "idle":
-	default:
-		return fmt.Errorf("--nocheck %q: want never, sleep, standby or idle", f.nocheck)
+	if !slices.Contains(config.SmartNoCheckModes, f.nocheck) {
+		return fmt.Errorf("--nocheck %q: want %s", f.nocheck, orList(config.SmartNoCheckModes))
 	}
 	if f.timeout <= 0 {
 		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
@@ -134,6 +133,11 @@ func (f *smartFlags) validate(cmd *cobra.Command) error {
 		return fmt.Errorf("--concurrency %d: must be at least 1", f.concurrent)
 	}
 	return nil
+}
+
+// orList reads a list of choices as prose: "a, b or c".
+func orList(choices []string) string {
+	return strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
 }
 
 func (f *smartFlags) run(cmd *cobra.Command, args []string) error {

@@ -139,6 +139,11 @@ const (
 	DefaultSelfTestMaxStandbySkips = 12
 )
 
+// SmartNoCheckModes are smartctl's --nocheck power modes: never wakes
+// every disk for a read; sleep, standby and idle leave alone a disk in
+// that power mode or a deeper one.
+var SmartNoCheckModes = []string{"never", "sleep", "standby", "idle"}
+
 // smartType is what a smartctl -d TYPE looks like: lower-case words joined
 // by '+', with ',N' arguments. It rules out spaces and option injection.
 var smartType = regexp.MustCompile(`^[a-z0-9]+(?:,[a-z0-9x/]+)*(?:\+[a-z0-9]+(?:,[a-z0-9x/]+)*)*$`)
@@ -154,7 +159,7 @@ var smartKeys = []key[Smart]{
 	field("concurrency", func(s *Smart) *int { return &s.Concurrency }, count, within(1, 64)),
 	field("rescan_interval", func(s *Smart) *time.Duration { return &s.RescanInterval }, duration, within(10*time.Second, 24*time.Hour)),
 	field("vanished_after", func(s *Smart) *time.Duration { return &s.VanishedAfter }, duration, within(10*time.Second, 7*24*time.Hour)),
-	field("nocheck", func(s *Smart) *string { return &s.NoCheck }, text, oneOf("never", "sleep", "standby", "idle")),
+	field("nocheck", func(s *Smart) *string { return &s.NoCheck }, text, oneOf(SmartNoCheckModes...)),
 }
 
 // selfTestKeys bounds smart.self_tests. A test kind runs at most once per
