@@ -83,7 +83,7 @@ var suite = []scenario{
 	command("smart-parse", "SMART parse + metrics per device",
 		"go", "test", "-run", "^$", "-bench", "SmartParseAndMetrics|Parse(ATA|NVMe|SCSI)", "-benchmem", "./collector/", "./internal/smart/"),
 	command("scrape-load", "scrape load (50 scrapers, 60 s)", "bench/scrape-load", defaults.Dir, "60", "50"),
-	command("syscall-vs-tools", "each tool's fdatasync vs the kernel's syscall time (bpftrace)", "bench/syscall-vs-tools", defaults.Dir, "2", "5000"),
+	{"syscall-vs-tools", "each tool's fdatasync vs the kernel's syscall time (bpftrace)", syscallVsTools, func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
 	command("blocklatency-vs-bpftrace", "block request latency vs bpftrace (same requests)",
 		"go", "test", "-run", "^$", "-bench", "BlocklatencyVsBpftrace", "-benchtime", "5x", "./collector/blocklatency/"),
 	command("blocklatency-cost", "block request latency cost (per request, per scrape)",
@@ -245,7 +245,7 @@ func override(sp, flags params, given map[string]bool) params {
 		"reads": func() { sp.Reads = flags.Reads }, "check": func() { sp.Check = flags.Check },
 		"node-bpf": func() { sp.NodeBPF = flags.NodeBPF }, "rates": func() { sp.Rates = flags.Rates },
 		"max-phase": func() { sp.MaxPhase = flags.MaxPhase },
-		"interval": func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
+		"interval":  func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
 		"scrapers": func() { sp.Scrapers = flags.Scrapers }, "devices": func() { sp.Devices = flags.Devices },
 		"tolerance": func() { sp.Tolerance = flags.Tolerance },
 	} {

@@ -43,7 +43,7 @@ func probeOverhead(r *run, p params) bool {
 	r.exec("go", "test", "-c", "-o", test, "./probes")
 
 	type loop struct {
-		name          string
+		name           string
 		overhead, wall []float64
 	}
 	fio, daemon, check := &loop{name: "fio"}, &loop{name: "diskcanary daemon"}, &loop{name: "diskcanary check"}

@@ -133,6 +133,12 @@ func (d *daemon) histogram(r *run, metric, probe string) *read.Histogram {
 // returns what it observed in between: the daemon's own numbers, read as
 // its alerts read them.
 func (d *daemon) window(r *run, metric, probe string, samples int, phase time.Duration) *read.Histogram {
+	return d.windowSince(r, d.started(r, metric, probe), metric, probe, samples, phase)
+}
+
+// started waits for the daemon's first observation of metric and returns
+// the histogram then.
+func (d *daemon) started(r *run, metric, probe string) *read.Histogram {
 	var h0 *read.Histogram
 	if !waitFor(10*time.Minute, 500*time.Millisecond, func() bool {
 		h, err := read.ScrapeHistogram(d.url, metric, map[string]string{"probe": probe})
@@ -141,6 +147,11 @@ func (d *daemon) window(r *run, metric, probe string, samples int, phase time.Du
 	}) {
 		r.Fatalf("%s{probe=%q}: no observation in 10 minutes", metric, probe)
 	}
+	return h0
+}
+
+// windowSince is window from h0 on.
+func (d *daemon) windowSince(r *run, h0 *read.Histogram, metric, probe string, samples int, phase time.Duration) *read.Histogram {
 	var w *read.Histogram
 	since := func() bool {
 		var err error

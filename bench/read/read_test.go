@@ -233,3 +233,15 @@ func TestMetricsText(t *testing.T) {
 	_, n = ne.Sum("node_disk_reads_completed_total", nil)
 	require.Equal(t, 2, n)
 }
+
+// bpftrace 0.17 timing fio's etcd recipe (20 writes, 19 fdatasyncs) on
+// ext4: one duration a line, and an empty line where bpftrace stopped.
+func TestNanoseconds(t *testing.T) {
+	ds, err := ParseNanoseconds(open(t, "bpftrace-fdatasync.txt"))
+	require.NoError(t, err)
+	require.Len(t, ds, 19)
+	require.Equal(t, 1074429*time.Nanosecond, ds[0])
+	require.Equal(t, 27451836*time.Nanosecond, ds[18])
+	_, err = ParseNanoseconds(strings.NewReader("12\nAttaching 2 probes...\n"))
+	require.ErrorContains(t, err, `"Attaching 2 probes..."`)
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/diskcanary/diskcanary/bench/read"
+	"github.com/diskcanary/diskcanary/probes"
+)
+
+// syscallVsTools: does each tool's own fdatasync number equal the time the
+// kernel spent in the syscall? bpftrace times every fdatasync from
+// sys_enter to sys_exit (the kernel's view: no user-space clock, no
+// scheduler wait after the syscall) while, in turn on the same directory,
+//
+//   - daemon: diskcanary serve with one paced wal probe, its native
+//     histogram over a window of Samples ops (what the alerts read);
+//   - check: diskcanary check --profile etcd --gap (raw samples);
+//   - fio: the etcd recipe with --thinktime of the gap,
+//
+// and prints each tool's p50/p99 beside the kernel's for the same ops
+// (nearest rank of the traced durations, probes.Percentile). A tool whose
+// number is above the kernel's measures itself; the kernel's numbers of
+// different tools differing is the filesystem, not the tools. It prints,
+// it does not judge.
+func syscallVsTools(r *run, p params) bool {
+	r.need("fio", "bpftrace")
+	r.needRoot("bpftrace")
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		r.Fatal(err)
+	}
+	walYAML := fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, interval: 100ms, jitter: 0.01, ops: 50, gap: %s, daily_write_budget: 1TB, min_free: 1MB}
+smart: {enabled: false}
+diskstats: {enabled: false}
+`, p.Dir, p.Gap)
+	type row struct {
+		round       int
+		tool        string
+		own, kernel percentiles
+	}
+	var rows []row
+	add := func(i int, tool string, own percentiles, kernel []time.Duration) {
+		k := percentiles{p50: us(probes.Percentile(kernel, 50)), p99: us(probes.Percentile(kernel, 99))}
+		rows = append(rows, row{i + 1, tool, own, k})
+		fmt.Printf("  round %d %s: own p50/p99 %.1f/%.1f µs, kernel %.1f/%.1f µs (%d fdatasyncs)\n", i+1, tool, own.p50, own.p99, k.p50, k.p99, len(kernel))
+	}
+	for i := range p.Rounds {
+		// The trace spans the histogram's window: the same ops, up to the
+		// few that land between the window's last scrape and the stop.
+		d := r.serve(walYAML, "--no-collector.errors", "--no-collector.blocklatency")
+		const metric = "diskcanary_fdatasync_duration_seconds"
+		d.started(r, metric, "wal")
+		untrace := r.traceFdatasync("diskcanary")
+		w := d.windowSince(r, d.histogram(r, metric, "wal"), metric, "wal", p.Samples, 0)
+		kernel := untrace()
+		d.stop()
+		add(i, "daemon", histogramPercentiles(w), kernel)
+
+		untrace = r.traceFdatasync("diskcanary")
+		c := r.check(p.Dir, "--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(p.Samples))
+		add(i, "check", checkPercentiles(c), untrace())
+
+		untrace = r.traceFdatasync("fio")
+		j := r.fioWAL(p.Dir, p.Samples, p.Gap)
+		add(i, "fio", fioPercentiles(r, j.Sync.Lat), untrace())
+	}
+	r.printf("each tool's fdatasync p50/p99 beside the kernel's (bpftrace sys_enter→sys_exit) for the same ops, %s, gap %v, %d rounds of %d (µs)\n",
+		where(p.Dir), p.Gap, p.Rounds, p.Samples)
+	r.printf("%-6s %-7s %9s %9s %9s %9s %8s %8s\n", "round", "tool", "own_p50", "kern_p50", "own_p99", "kern_p99", "p50_x", "p99_x")
+	for _, x := range rows {
+		r.printf("%-6d %-7s %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f\n", x.round, x.tool, x.own.p50, x.kernel.p50, x.own.p99, x.kernel.p99,
+			x.own.p50/x.kernel.p50, x.own.p99/x.kernel.p99)
+	}
+	return true
+}
+
+// traceFdatasync starts timing every fdatasync of the processes named
+// comm in the kernel; the returned function stops it and returns the
+// durations.
+func (r *run) traceFdatasync(comm string) (stop func() []time.Duration) {
+	out := filepath.Join(r.TempDir(), "fdatasync.txt")
+	bt := exec.Command("bpftrace", "-q", "-o", out, "-e", fmt.Sprintf(`tracepoint:syscalls:sys_enter_fdatasync /comm == %q/ { @s[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_fdatasync /@s[tid]/ { printf("%%lld\n", nsecs - @s[tid]); delete(@s[tid]); }
+END { clear(@s); }`, comm))
+	var stderr bytes.Buffer
+	bt.Stderr = &stderr
+	if err := bt.Start(); err != nil {
+		r.Fatal(err)
+	}
+	stopped := false
+	r.Cleanup(func() {
+		if !stopped {
+			_ = bt.Process.Kill()
+			_ = bt.Wait()
+		}
+	})
+	time.Sleep(3 * time.Second) // attached
+	return func() []time.Duration {
+		stopped = true
+		_ = bt.Process.Signal(syscall.SIGINT)
+		if err := bt.Wait(); err != nil {
+			r.Fatalf("bpftrace: %v\n%s", err, stderr.Bytes())
+		}
+		f, err := os.Open(out)
+		if err != nil {
+			r.Fatal(err)
+		}
+		defer f.Close()
+		ds, err := read.ParseNanoseconds(f)
+		if err != nil {
+			r.Fatal(err)
+		}
+		if len(ds) == 0 {
+			r.Fatalf("bpftrace saw no fdatasync of %s", comm)
+		}
+		return ds
+	}
+}
