@@ -201,7 +201,7 @@ func loadSpec() (*ebpf.CollectionSpec, error) {
 	}
 	v := spec.Variables["edges"]
 	if v == nil || int(v.Size()) != 8*len(Edges) {
-		return nil, fmt.Errorf("blocklatency: the BPF object's edges do not match this build's %d slot edges: run go generate ./collector/blocklatency", len(Edges))
+		return nil, fmt.Errorf("blocklatency: the BPF object's edges do not match this build's %d slot edges: run go generate -tags bpf2go ./collector/blocklatency", len(Edges))
 	}
 	if err := v.Set(Edges); err != nil {
 		return nil, fmt.Errorf("blocklatency: set edges: %w", err)

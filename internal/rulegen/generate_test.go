@@ -12,8 +12,6 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite the committed alerts/ and dashboards/ files")
-
 // repoRoot is two levels up from this package.
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -25,32 +23,26 @@ func repoRoot(t *testing.T) string {
 }
 
 // TestCommittedFilesAreGenerated: the files in alerts/ and dashboards/, and
-// their copies in the Helm chart and the jsonnet mixin, are exactly what the
-// generator writes with its default flags (run
-// `go run ./tools/rulegen` or `go test ./internal/rulegen -update`).
+// their copies in the Kubernetes manifests, the Helm chart and the jsonnet
+// mixin, are exactly what the generator writes with its default flags.
 func TestCommittedFilesAreGenerated(t *testing.T) {
 	root := repoRoot(t)
 	files, err := Files(Defaults())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if _, err := Write(root, Defaults()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil {
-			t.Errorf("%s: %v (run: go run ./tools/rulegen)", name, err)
+			t.Errorf("%s: %v (run: %s)", name, err, Command)
 			continue
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from the generator's output (run: go run ./tools/rulegen)", name)
+			t.Errorf("%s differs from the generator's output (run: %s)", name, Command)
 		}
 	}
 	// No stale generated file left behind.
-	for _, dir := range []string{"dashboards", "alerts/tests", ChartFilesDir, ChartFilesDir + "/dashboards", MixinGeneratedDir, MixinGeneratedDir + "/dashboards"} {
+	for _, dir := range []string{"dashboards", unitTestsDir, ChartFilesDir, ChartFilesDir + "/dashboards", MixinGeneratedDir, MixinGeneratedDir + "/dashboards"} {
 		entries, _ := os.ReadDir(filepath.Join(root, dir))
 		for _, e := range entries {
 			if e.IsDir() {
@@ -83,9 +75,28 @@ func TestFlagsChangeThresholds(t *testing.T) {
 	}
 }
 
-// TestEveryAlertHasFiringAndSilentCases and a runbook section.
+// TestEveryAlertHasFiringAndSilentCases and a runbook section: the
+// promtool files as generated have, for every alert, a case that expects
+// it and one that expects silence.
 func TestEveryAlertHasFiringAndSilentCases(t *testing.T) {
-	cov := AlertsCovered()
+	files, err := unitTests(Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cov := map[string][2]int{} // alert name: firing, silent cases
+	for _, f := range files {
+		for _, c := range f.Tests {
+			for _, at := range c.AlertRuleTests {
+				v := cov[at.Alertname]
+				if len(at.ExpAlerts) > 0 {
+					v[0]++
+				} else {
+					v[1]++
+				}
+				cov[at.Alertname] = v
+			}
+		}
+	}
 	runbook, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "runbooks.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -131,12 +142,12 @@ func TestPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v", err)
 	}
-	tests, _ := filepath.Glob(filepath.Join(root, "alerts", "tests", "*.yml"))
+	tests, _ := filepath.Glob(filepath.Join(root, unitTestsDir, "*.yml"))
 	if len(tests) == 0 {
-		t.Fatal("no alerts/tests/*.yml")
+		t.Fatalf("no %s/*.yml", unitTestsDir)
 	}
 	cmd := exec.Command(promtool, append([]string{"test", "rules"}, tests...)...)
-	cmd.Dir = filepath.Join(root, "alerts", "tests")
+	cmd.Dir = filepath.Join(root, unitTestsDir)
 	out, err = cmd.CombinedOutput()
 	t.Logf("promtool test rules:\n%s", out)
 	if err != nil {
@@ -172,7 +183,7 @@ func TestPromtoolCatchesWrongThresholds(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(promtool, "test", "rules", m.file)
-			cmd.Dir = filepath.Join(dir, "alerts", "tests")
+			cmd.Dir = filepath.Join(dir, unitTestsDir)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("promtool test rules passed with %s; the unit tests do not pin it:\n%s", m.name, out)

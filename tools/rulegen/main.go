@@ -1,10 +1,12 @@
-// Command rulegen writes diskcanary's rule file, promtool unit tests and
-// Grafana dashboards, and their copies in the Helm chart
+// Command rulegen writes every generated file of diskcanary: the rule file,
+// its promtool unit tests, the Grafana dashboards, the PrometheusRule in
+// deploy/kubernetes, and the copies in the Helm chart
 // (deploy/helm/diskcanary/files) and the jsonnet mixin (mixin/generated).
-// Every threshold is a flag; with no flags it writes the
-// committed files (a test in internal/rulegen checks they are up to date).
+// Every threshold is a flag; with no flags it writes the committed files,
+// which is what go generate ./... runs (a test in internal/rulegen checks
+// they are up to date).
 //
-//	go run ./tools/rulegen                       # rewrite alerts/ and dashboards/
+//	go generate ./...                            # rewrite the committed files
 //	go run ./tools/rulegen -out /tmp/x -drift.factor 4
 package main
 
@@ -19,7 +21,7 @@ import (
 func main() {
 	p := rulegen.Defaults()
 	p.RegisterFlags(flag.CommandLine)
-	out := flag.String("out", ".", "repository root to write alerts/, dashboards/, the chart's files/ and mixin/generated/ under")
+	out := flag.String("out", ".", "repository root to write alerts/, dashboards/, the PrometheusRule, the chart's files/ and mixin/generated/ under")
 	flag.Parse()
 	names, err := rulegen.Write(*out, p)
 	if err != nil {

@@ -4,8 +4,9 @@
 // histogrammed in the kernel: no event per I/O reaches user space. User space
 // reads the hists map on each scrape.
 //
-// Built by `go generate ./collector/blocklatency` (bpf2go, clang, libbpf-dev
-// headers); the object is committed, so nothing is compiled on the target.
+// Built by `go generate -tags bpf2go ./collector/blocklatency` (bpf2go,
+// clang, libbpf-dev headers); the object is committed, so nothing is
+// compiled on the target.
 // CO-RE: the kernel structs below carry only the fields used, marked
 // preserve_access_index, and libbpf/cilium-ebpf relocate them against the
 // running kernel's BTF (/sys/kernel/btf/vmlinux). No vmlinux.h: the build does

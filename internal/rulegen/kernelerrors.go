@@ -1,5 +1,76 @@
 package rulegen
 
+import (
+	"fmt"
+)
+
+// Kernel storage errors (the errors collector): the alerts on them, the
+// sentence the latency alerts gain from them, and their promtool cases.
+
+// stormKinds are the disk error kinds that mean a command did not
+// complete: each stalls I/O for the driver's timeout (30 s by default for
+// SCSI and NVMe) and a run of them is what a multi-second stall is made of.
+const stormKinds = "timeout|timeout_polled|abort|reset|link_down|offline"
+
+// errorsText is the sentence a latency or stall alert's description ends
+// with when the kernel logged storage errors in the window on the probe's
+// device: its disks' errors (through diskcanary_disk_parent_info), errors
+// the kernel named with the device itself (a partition's buffer errors),
+// and its filesystem's errors. Prometheus runs the query when it renders
+// the alert; with none, nothing is added.
+func (p Params) errorsText() string {
+	w := promDuration(p.ErrorWindow)
+	q := "sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q}[" + w + "]) and on (device) label_replace(diskcanary_disk_parent_info{instance=%q,device=%q}, `device`, `$1`, `disk`, `(.+)`)" +
+		" or increase(diskcanary_disk_errors_total{instance=%q,device=%q}[" + w + "])" +
+		" or increase(diskcanary_filesystem_errors_total{instance=%q,device=%q,kind!=`warning`}[" + w + "])) > 0"
+	return kindsText(q, "$labels.instance $labels.instance $labels.device $labels.instance $labels.device $labels.instance $labels.device",
+		" Kernel storage errors on this device in the last "+w+":")
+}
+
+// kindsText is an alert-text template: when the query (a printf format
+// over args, label references) returns series by kind, it renders the
+// lead followed by each kind and its count, sorted by kind.
+func kindsText(query, args, lead string) string {
+	return "{{ with printf \"" + query + "\" " + args + " | query | sortByLabel \"kind\" }}" + lead +
+		"{{ range . }} {{ .Labels.kind }} ×{{ printf \"%.0f\" .Value }}{{ end }}.{{ end }}"
+}
+
+// errorsAlerts page on what the kernel says of its disks and filesystems
+// (the errors collector), by severity: a storm of timeouts and resets
+// (I/O stalls now), medium errors (data the disk cannot read), other I/O
+// errors, filesystem errors, and a filesystem the kernel made read-only.
+func errorsAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.errors.alerts"}
+	w, sw := promDuration(p.ErrorWindow), promDuration(p.ErrorStormWindow)
+	on := "{{ $labels.device }} on {{ $labels.instance }}"
+	byKind := kindsText("sum by (kind) (increase(diskcanary_disk_errors_total{instance=%q,device=%q}["+w+"])) > 0", "$labels.instance $labels.device", " By kind:")
+	g.Rules = append(g.Rules,
+		p.alert("DiskcanaryDiskTimeoutStorm", "critical",
+			fmt.Sprintf("sum by ("+p.deviceLabels()+") (increase(diskcanary_disk_errors_total{kind=~%q}[%s])) >= %d", stormKinds, sw, p.ErrorStormCount), 0,
+			"disk timeouts and resets: I/O is stalling",
+			fmt.Sprintf("The kernel logged {{ $value | printf \"%%.0f\" }} command timeouts, aborts, resets or link losses on %s in the last %s (%d or more page): each one stalls I/O for the driver's timeout.", on, sw, p.ErrorStormCount)+byKind),
+		p.alert("DiskcanaryDiskMediumErrors", "warning",
+			fmt.Sprintf(`sum by (`+p.deviceLabels()+`) (increase(diskcanary_disk_errors_total{kind="medium"}[%s])) > 0`, w), 0,
+			"the disk cannot read or write some of its sectors",
+			"The kernel logged medium errors on "+on+" in the last "+w+": the disk failed requests for sectors it cannot read or write. Compare SMART's pending and reallocated sectors."),
+		p.alert("DiskcanaryDiskIOErrors", "warning",
+			fmt.Sprintf(`sum by (`+p.deviceLabels()+`) (increase(diskcanary_disk_errors_total{kind!~"medium|%s"}[%s])) > 0`, stormKinds, w), 0,
+			"I/O errors on a disk",
+			"The kernel logged I/O errors on "+on+" in the last "+w+"."+byKind),
+		p.alert("DiskcanaryFilesystemErrors", "warning",
+			fmt.Sprintf(`sum by (`+p.deviceLabels()+`, fstype) (increase(diskcanary_filesystem_errors_total{kind!="warning"}[%[1]s]))
+or
+sum by (`+p.deviceLabels()+`, fstype) (delta(diskcanary_filesystem_recorded_errors[%[1]s]) > 0)`, w), 0,
+			"filesystem errors",
+			"The {{ $labels.fstype }} filesystem on "+on+" reported errors in the last "+w+" (diskcanary_filesystem_errors_total by kind: error, io, corruption, journal_abort, shutdown, remount_ro): run its fsck at the next chance; an XFS shutdown or an aborted journal stops all writes now."),
+		p.alert("DiskcanaryFilesystemReadOnly", "critical",
+			"diskcanary_filesystem_readonly == 1", 0,
+			"the kernel made a filesystem read-only",
+			"The kernel holds the filesystem on "+on+" at {{ $labels.mountpoint }} read-only after an error, under a read-write mount: every write to it fails (etcd on it stops). Fix the cause, fsck, remount."),
+	)
+	return p.linkDashboard(g, dashboardNode, "job", "instance", "disk=device")
+}
+
 // errorsCases test the kernel-error alerts and the sentence the latency
 // alerts gain from them. Counters start at 0 in a case, so increase()
 // does not extrapolate below zero and the values are exact.
@@ -51,12 +122,6 @@ func errorsCases() []alertCase {
 			fire: []string{host + `, device="sda1", mountpoint="/var/lib/etcd"`}},
 		{name: "remounted writable: silent", alert: "DiskcanaryFilesystemReadOnly", at: "10m",
 			input: s(`diskcanary_filesystem_readonly{`+host+`, device="sda1", mountpoint="/var/lib/etcd"}`, "0x4 1x3 0x10")},
-		{name: "no kernel log for 15 minutes", alert: "DiskcanaryKernelLogUnread", at: "20m",
-			input: s(`diskcanary_kernel_log_available{`+host+`}`, "0x30"),
-			fire:  []string{host}},
-		{name: "kernel log read, nothing lost: silent", alert: "DiskcanaryKernelLogUnread", at: "20m",
-			input: concat(s(`diskcanary_kernel_log_available{`+host+`}`, "1x30"),
-				s(`diskcanary_kernel_log_lost_records_total{`+host+`, reason="overwritten"}`, "0x30"))},
 		// The latency alert names the errors on the probe's device: its
 		// disk's (sda under sda1) and its filesystem's, not another disk's.
 		{name: "fdatasync p99 20 ms with timeouts on its disk: the alert names them", alert: "DiskcanaryFdatasyncSlow", at: "40m",
