@@ -49,8 +49,7 @@ func newBlocklatencyPart(o Options) (Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	// SysFS comes from --path.sysfs (default /sys); no second default here.
-	p := &blocklatencyPart{sysfs: o.Config.SysFS, deviceFilter: filter}
+	p := &blocklatencyPart{sysfs: o.Paths.Sys(), deviceFilter: filter}
 	t, err := blocklatency.Open()
 	if err != nil {
 		p.reason = blocklatency.ReasonUnsupported

@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/testenv"
 	"github.com/diskcanary/diskcanary/internal/testfs"
 )
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyPart {
 	tb.Helper()
 	testenv.RequireRoot(tb)
-	p, err := newBlocklatencyPart(Options{Config: &config.Config{SysFS: sysfs}, Logger: slog.New(slog.DiscardHandler)})
+	p, err := newBlocklatencyPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{SysFS: sysfs}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(tb, err)
 	bp := p.(*blocklatencyPart)
 	switch bp.reason {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 const namespace = "diskcanary"
@@ -57,6 +58,9 @@ type Background interface {
 // Options is what a part's constructor gets.
 type Options struct {
 	Config *config.Config
+	// Paths are the host's /proc and /sys (--path.procfs, --path.sysfs);
+	// they are not in Config because the file never sets them.
+	Paths  hostpath.Paths
 	Logger *slog.Logger
 }
 
@@ -64,16 +68,22 @@ type Options struct {
 type PartInfo struct {
 	Name           string
 	EnabledDefault bool
-	Help           string
-	New            func(Options) (Part, error)
+	// FileEnabled is the part's `enabled:` key in the config file, for the
+	// parts that have a section there; nil for the others.
+	FileEnabled func(*config.Config) bool
+	Help        string
+	New         func(Options) (Part, error)
 }
 
 // Parts is the table of every part diskcanary has. cmd/diskcanary derives
-// the --[no-]collector.NAME flags from it.
+// the --[no-]collector.NAME flags from it, and Enabled the set that runs.
 var Parts = []PartInfo{
-	{Name: "probes", EnabledDefault: true, Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
-	{Name: "diskstats", EnabledDefault: true, Help: "/proc/diskstats with node_exporter semantics, disk info and the device -> disk join", New: newDiskstatsPart},
-	{Name: "smart", EnabledDefault: true, Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
+	{Name: "probes", EnabledDefault: true, FileEnabled: func(c *config.Config) bool { return c.Probes.Enabled },
+		Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
+	{Name: "diskstats", EnabledDefault: true, FileEnabled: func(c *config.Config) bool { return c.Diskstats.Enabled },
+		Help: "/proc/diskstats with node_exporter semantics, disk info and the device -> disk join", New: newDiskstatsPart},
+	{Name: "smart", EnabledDefault: true, FileEnabled: func(c *config.Config) bool { return c.Smart.Enabled },
+		Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
 	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyPart},
 	{Name: "errors", EnabledDefault: true, Help: "storage errors as the kernel reports them: /dev/kmsg classified per disk and filesystem (needs CAP_SYSLOG where kernel.dmesg_restrict=1; off with a reason otherwise), SCSI and filesystem error counters from sysfs, filesystems the kernel made read-only", New: newErrorsPart},
 	{Name: "pressure", EnabledDefault: true, Help: "the kernel's pressure stall information for CPU and I/O (/proc/pressure), node_exporter's semantics; the etcd verdict's CPU witness", New: newPressurePart},
@@ -92,16 +102,30 @@ type Collector struct {
 	logger *slog.Logger
 }
 
-// New builds the enabled parts. enabled maps a part name to on/off; parts
-// absent from it use their default.
+// Enabled says which parts run, by name: a --[no-]collector.NAME flag the
+// user gave (in flags) beats the file's enabled key, which beats the part's
+// default.
+func Enabled(c *config.Config, flags map[string]bool) map[string]bool {
+	enabled := map[string]bool{}
+	for _, info := range Parts {
+		on, ok := flags[info.Name]
+		switch {
+		case ok:
+		case info.FileEnabled != nil:
+			on = info.FileEnabled(c)
+		default:
+			on = info.EnabledDefault
+		}
+		enabled[info.Name] = on
+	}
+	return enabled
+}
+
+// New builds the parts enabled maps to true (see Enabled).
 func New(opts Options, enabled map[string]bool) (*Collector, error) {
 	c := &Collector{parts: map[string]Part{}, logger: opts.Logger}
 	for _, info := range Parts {
-		on, ok := enabled[info.Name]
-		if !ok {
-			on = info.EnabledDefault
-		}
-		if !on {
+		if !enabled[info.Name] {
 			continue
 		}
 		p, err := info.New(opts)

@@ -90,17 +90,13 @@ var diskInfoLabels = []string{"device", "major", "minor", "model", "serial", "ww
 
 func newDiskstatsPart(o Options) (Part, error) {
 	c := o.Config
-	fs, err := blockdevice.NewFS(c.ProcFS, c.SysFS)
+	fs, err := blockdevice.NewFS(o.Paths.Proc(), o.Paths.Sys())
 	if err != nil {
 		return nil, fmt.Errorf("diskstats: %w", err)
 	}
 	filter, err := newDeviceFilter(c)
 	if err != nil {
 		return nil, err
-	}
-	sysfs := c.SysFS
-	if sysfs == "" {
-		sysfs = "/sys"
 	}
 	logger := o.Logger
 	if logger == nil {
@@ -110,7 +106,7 @@ func newDiskstatsPart(o Options) (Part, error) {
 		return prometheus.NewDesc(namespace+"_disk_"+name, help, []string{"device"}, nil)
 	}
 	return &diskstatsCollector{
-		fs: fs, sysfs: sysfs, deviceFilter: filter, logger: logger, now: time.Now,
+		fs: fs, sysfs: o.Paths.Sys(), deviceFilter: filter, logger: logger, now: time.Now,
 
 		readsCompleted: d("reads_completed_total", "The total number of reads completed successfully."),
 		readsMerged:    d("reads_merged_total", "The total number of adjacent reads merged into one."),

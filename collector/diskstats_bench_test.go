@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // synthTree writes a proc + sys tree of n whole disks with 20-field lines.
@@ -44,7 +45,7 @@ func synthTree(tb testing.TB, n int) (proc, sys string) {
 // devices after the sysfs cache is warm.
 func BenchmarkDiskstatsScrape(b *testing.B) {
 	proc, sys := synthTree(b, 1000)
-	p, err := newDiskstatsPart(Options{Config: &config.Config{ProcFS: proc, SysFS: sys}})
+	p, err := newDiskstatsPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .prom files under testdata/diskstats")
@@ -32,8 +33,8 @@ func (pc partCollector) Collect(ch chan<- prometheus.Metric) {
 
 func newTestDiskstats(t *testing.T, procfs string, ds config.Diskstats) *diskstatsCollector {
 	t.Helper()
-	c := &config.Config{Diskstats: ds, ProcFS: procfs, SysFS: filepath.Join(diskstatsFixtures, "sys")}
-	p, err := newDiskstatsPart(Options{Config: c})
+	p, err := newDiskstatsPart(Options{Config: &config.Config{Diskstats: ds},
+		Paths: hostpath.Paths{ProcFS: procfs, SysFS: filepath.Join(diskstatsFixtures, "sys")}})
 	require.NoError(t, err)
 	return p.(*diskstatsCollector)
 }
@@ -173,8 +174,7 @@ func TestDiskstatsStaticCache(t *testing.T) {
 	require.NoError(t, os.WriteFile(model, []byte("OLD\n"), 0o644))
 	stats := filepath.Join(proc, "diskstats")
 	require.NoError(t, os.WriteFile(stats, []byte("8 0 sdx 10 0 80 1 0 0 0 0 0 1 1\n"), 0o644))
-	c := &config.Config{ProcFS: proc, SysFS: sys}
-	part, err := newDiskstatsPart(Options{Config: c})
+	part, err := newDiskstatsPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
 	require.NoError(t, err)
 	p := part.(*diskstatsCollector)
 	now := time.Unix(1_700_000_000, 0)
@@ -238,7 +238,7 @@ func TestDiskstatsInvalidUTF8Model(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(model), 0o755))
 	require.NoError(t, os.WriteFile(model, []byte("BAD\xffNAME\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "diskstats"), []byte("8 0 sdx 10 0 80 1 0 0 0 0 0 1 1\n"), 0o644))
-	part, err := newDiskstatsPart(Options{Config: &config.Config{ProcFS: proc, SysFS: sys}})
+	part, err := newDiskstatsPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(partCollector{part})

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/diskcanary/diskcanary/internal/blockdev"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/kmsg"
 )
 
@@ -92,7 +93,7 @@ type errorKey struct {
 
 // errorsPart counts what the kernel says about storage errors.
 type errorsPart struct {
-	sysfs, procfs string
+	paths hostpath.Paths
 	deviceFilter
 	logger *slog.Logger
 
@@ -113,9 +114,7 @@ func newErrorsPart(o Options) (Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	// SysFS and ProcFS come from --path.sysfs and --path.procfs (default
-	// /sys, /proc); no second default here.
-	p := &errorsPart{sysfs: o.Config.SysFS, procfs: o.Config.ProcFS, deviceFilter: filter,
+	p := &errorsPart{paths: o.Paths, deviceFilter: filter,
 		logger: o.Logger, counts: map[errorKey]uint64{}}
 	r, err := kmsg.Open("/dev/kmsg")
 	switch {
@@ -189,27 +188,27 @@ var scsiAddressRE = regexp.MustCompile(`^\d+:\d+:\d+:\d+$`)
 // it, a SCSI address (0:0:0:0) its sd disk. A block name is itself; a name
 // sysfs does not know is kept as the kernel printed it.
 func (p *errorsPart) disksOf(name string) []string {
-	if _, err := os.Stat(filepath.Join(p.sysfs, "class/block", name)); err == nil {
+	if _, err := os.Stat(p.paths.Sys("class/block", name)); err == nil {
 		return []string{name}
 	}
 	var disks []string
 	switch {
 	case strings.HasPrefix(name, "nvme"):
-		entries, _ := os.ReadDir(filepath.Join(p.sysfs, "class/nvme", name))
+		entries, _ := os.ReadDir(p.paths.Sys("class/nvme", name))
 		for _, e := range entries {
 			if n := e.Name(); strings.HasPrefix(n, name+"n") {
 				disks = append(disks, n)
 			}
 		}
 	case strings.HasPrefix(name, "ata"):
-		entries, _ := os.ReadDir(filepath.Join(p.sysfs, "block"))
+		entries, _ := os.ReadDir(p.paths.Sys("block"))
 		for _, e := range entries {
-			if link, err := os.Readlink(filepath.Join(p.sysfs, "block", e.Name())); err == nil && strings.Contains(link, "/"+name+"/") {
+			if link, err := os.Readlink(p.paths.Sys("block", e.Name())); err == nil && strings.Contains(link, "/"+name+"/") {
 				disks = append(disks, e.Name())
 			}
 		}
 	case scsiAddressRE.MatchString(name):
-		entries, _ := os.ReadDir(filepath.Join(p.sysfs, "class/scsi_device", name, "device/block"))
+		entries, _ := os.ReadDir(p.paths.Sys("class/scsi_device", name, "device/block"))
 		for _, e := range entries {
 			disks = append(disks, e.Name())
 		}
@@ -290,13 +289,13 @@ var scsiCounters = []struct {
 // updateSCSI exports the SCSI midlayer's per-device command counters
 // (drivers/scsi/scsi_sysfs.c: iodone_cnt, ioerr_cnt, iotmo_cnt).
 func (p *errorsPart) updateSCSI(ch chan<- prometheus.Metric) {
-	entries, _ := os.ReadDir(filepath.Join(p.sysfs, "block"))
+	entries, _ := os.ReadDir(p.paths.Sys("block"))
 	for _, e := range entries {
 		name := e.Name()
 		if !p.included(name) {
 			continue
 		}
-		dev := filepath.Join(p.sysfs, "block", name, "device")
+		dev := p.paths.Sys("block", name, "device")
 		for i, c := range scsiCounters {
 			v, ok := readHex(filepath.Join(dev, c.file))
 			if !ok {
@@ -319,9 +318,9 @@ var btrfsStats = map[string]string{
 
 // updateFilesystems exports what ext4 and btrfs record of their own errors.
 func (p *errorsPart) updateFilesystems(ch chan<- prometheus.Metric) {
-	ext4, _ := os.ReadDir(filepath.Join(p.sysfs, "fs/ext4"))
+	ext4, _ := os.ReadDir(p.paths.Sys("fs/ext4"))
 	for _, e := range ext4 {
-		dir := filepath.Join(p.sysfs, "fs/ext4", e.Name())
+		dir := p.paths.Sys("fs/ext4", e.Name())
 		n, ok := readUint(filepath.Join(dir, "errors_count"))
 		if !ok {
 			continue // "features" and other non-device entries
@@ -335,9 +334,9 @@ func (p *errorsPart) updateFilesystems(ch chan<- prometheus.Metric) {
 		}
 	}
 	// /sys/fs/btrfs/<fsid>/devinfo/<devid>/error_stats.
-	fsids, _ := os.ReadDir(filepath.Join(p.sysfs, "fs/btrfs"))
+	fsids, _ := os.ReadDir(p.paths.Sys("fs/btrfs"))
 	for _, f := range fsids {
-		name, devinfo, ok := btrfsSingleDevice(filepath.Join(p.sysfs, "fs/btrfs", f.Name()))
+		name, devinfo, ok := btrfsSingleDevice(p.paths.Sys("fs/btrfs", f.Name()))
 		if !ok {
 			continue
 		}
@@ -379,7 +378,7 @@ func btrfsSingleDevice(base string) (name, devinfo string, ok bool) {
 // resolve their directories): in a container, the filesystems mounted
 // into it, the probe directories' among them.
 func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
-	mounts, err := blockdev.Mounts(filepath.Join(p.procfs, "self/mountinfo"))
+	mounts, err := blockdev.Mounts(p.paths.Proc("self/mountinfo"))
 	if err != nil {
 		return err
 	}
@@ -393,7 +392,7 @@ func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
 	for _, m := range mounts {
 		dev, seen := names[[2]uint32{m.Major, m.Minor}]
 		if !seen {
-			dev = blockdev.KernelName(p.sysfs, m.Major, m.Minor)
+			dev = blockdev.KernelName(p.paths.Sys(), m.Major, m.Minor)
 			names[[2]uint32{m.Major, m.Minor}] = dev
 		}
 		if dev == "" && strings.HasPrefix(m.Source, "/dev/") {

@@ -48,7 +48,7 @@ func scrape(t *testing.T, p Part) map[string]float64 {
 func startErrorsPart(t testing.TB) (*errorsPart, func()) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	p, err := newErrorsPart(Options{Config: &config.Config{SysFS: "/sys", ProcFS: "/proc"}, Logger: slog.New(slog.DiscardHandler)})
+	p, err := newErrorsPart(Options{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ep := p.(*errorsPart)
 	require.NotNil(t, ep.reader, "as root /dev/kmsg must open (reason %q)", ep.reason)

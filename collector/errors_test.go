@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/kmsg"
 )
 
@@ -34,7 +35,7 @@ func fakeTree(t *testing.T, files map[string]string) string {
 
 func newTestErrorsPart(t *testing.T, procfs, sysfs string) *errorsPart {
 	t.Helper()
-	p := &errorsPart{sysfs: sysfs, procfs: procfs, logger: slog.New(slog.DiscardHandler), counts: map[errorKey]uint64{}}
+	p := &errorsPart{paths: hostpath.Paths{ProcFS: procfs, SysFS: sysfs}, logger: slog.New(slog.DiscardHandler), counts: map[errorKey]uint64{}}
 	var err error
 	p.deviceFilter, err = newDeviceFilter(&config.Config{})
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ var (
 )
 
 func newPressurePart(o Options) (Part, error) {
-	return &pressurePart{procfs: o.Config.ProcFS, logger: o.Logger}, nil
+	return &pressurePart{procfs: o.Paths.Proc(), logger: o.Logger}, nil
 }
 
 func (p *pressurePart) Update(ch chan<- prometheus.Metric) error {

@@ -16,7 +16,7 @@ type probesPart struct {
 
 func newProbesPart(o Options) (Part, error) {
 	c := o.Config
-	return &probesPart{engine: probes.NewEngine(c.Probes.Targets, c.ProcFS, c.SysFS, o.Logger)}, nil
+	return &probesPart{engine: probes.NewEngine(c.Probes.Targets, o.Paths, o.Logger)}, nil
 }
 
 func (p *probesPart) Update(ch chan<- prometheus.Metric) error {

@@ -47,8 +47,7 @@ func newSmartPart(o Options) (Part, error) {
 		NoCheck:        c.NoCheck,
 		SelfTests:      selfTestConfig(&c.SelfTests),
 		Devices:        targets,
-		ProcFS:         o.Config.ProcFS,
-		SysFS:          o.Config.SysFS,
+		Paths:          o.Paths,
 		Logger:         o.Logger,
 	})}, nil
 }

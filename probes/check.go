@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // Check profiles.
@@ -66,8 +67,9 @@ type CheckOptions struct {
 	Jobs int
 	// Progress, when set, is called about once a second with how far the
 	// run is, from the goroutine that waits on it (never a timed thread).
-	Progress      func(CheckProgress)
-	ProcFS, SysFS string
+	Progress func(CheckProgress)
+	// Paths are the host's /proc and /sys; the zero value is this host's.
+	Paths hostpath.Paths
 }
 
 // CheckProgress is how far a check run is, for a status line.
@@ -266,12 +268,6 @@ var (
 // O_DIRECT read p50 63 µs → ~100 µs), which would make check disagree with
 // fio.
 func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
-	if o.ProcFS == "" {
-		o.ProcFS = "/proc"
-	}
-	if o.SysFS == "" {
-		o.SysFS = "/sys"
-	}
 	if o.StallThreshold <= 0 {
 		o.StallThreshold = config.DefaultStallThreshold
 	}
@@ -572,7 +568,7 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 	if err != nil {
 		return res, err
 	}
-	s, err := openDirSite(o.Dir, o.ProcFS, o.SysFS, slog.New(slog.DiscardHandler))
+	s, err := openDirSite(o.Dir, o.Paths.Proc(), o.Paths.Sys(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // shutdownGrace bounds how long Run waits for probes after ctx is done: a
@@ -29,13 +30,8 @@ type Engine struct {
 }
 
 // NewEngine builds the probes of cfgs (already validated by package config).
-func NewEngine(cfgs []config.Probe, procfs, sysfs string, logger *slog.Logger) *Engine {
-	if procfs == "" {
-		procfs = "/proc"
-	}
-	if sysfs == "" {
-		sysfs = "/sys"
-	}
+func NewEngine(cfgs []config.Probe, paths hostpath.Paths, logger *slog.Logger) *Engine {
+	procfs, sysfs := paths.Proc(), paths.Sys()
 	e := &Engine{m: NewMetrics(), log: logger, budgets: map[uint64]*budget{}, gates: map[uint64]chan struct{}{}}
 	for _, c := range cfgs {
 		p := &probe{cfg: c, log: logger, m: e.m, procfs: procfs, sysfs: sysfs, fl: newInflight()}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // engineCollector adapts an Engine to prometheus.Collector for tests.
@@ -30,7 +31,7 @@ func startEngine(t *testing.T, probes ...config.Probe) (*Engine, func() map[stri
 	for i := range probes {
 		probes[i].ApplyProbeDefaults()
 	}
-	e := NewEngine(probes, "/proc", "/sys", slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	e := NewEngine(probes, hostpath.Paths{}, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(engineCollector{e})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -409,7 +410,7 @@ func TestSetupIOWaitsForTheDevice(t *testing.T) {
 	c := config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 4 << 20,
 		Interval: 20 * time.Millisecond, Jitter: 0.01, Ops: 5, MinFree: 1}
 	c.ApplyProbeDefaults()
-	e := NewEngine([]config.Probe{c}, "/proc", "/sys", slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	e := NewEngine([]config.Probe{c}, hostpath.Paths{}, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
 	s, err := openDirSite(dir, "/proc", "/sys", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	gate := e.gateFor(s.gateKey)

@@ -2,13 +2,13 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/prometheus/common/promslog"
 	"github.com/spf13/cobra"
 
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/probes"
 )
 
@@ -38,11 +38,11 @@ func registerCompletions(root *cobra.Command) {
 // <sysfs>/block, which iostat and smart both take) not already given.
 // iostat's --path.sysfs, when set, is where they are read.
 func completeDevices(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	sysfs := "/sys"
+	var paths hostpath.Paths
 	if f := cmd.Flags().Lookup("path.sysfs"); f != nil {
-		sysfs = f.Value.String()
+		paths.SysFS = f.Value.String()
 	}
-	entries, err := os.ReadDir(filepath.Join(sysfs, "block"))
+	entries, err := os.ReadDir(paths.Sys("block"))
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

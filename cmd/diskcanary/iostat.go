@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/iostat"
 )
 
@@ -27,8 +27,7 @@ type iostatFlags struct {
 	omitIdle      bool
 	json          bool
 	latency       bool
-	procfs        string
-	sysfs         string
+	paths         hostpath.Paths
 }
 
 func newIostatCmd() *cobra.Command {
@@ -66,8 +65,7 @@ CAP_PERFMON, and a kernel with BTF.`,
 	fl.BoolVarP(&f.omitIdle, "omit-idle", "z", false, "omit devices with no activity during the interval")
 	fl.BoolVar(&f.json, "json", false, "print each report as one JSON object per line (sysstat's per-device keys)")
 	fl.BoolVar(&f.latency, "latency", false, "also each disk's request latency p50/p99 over the interval, from the kernel's block layer (eBPF; root or CAP_BPF+CAP_PERFMON)")
-	fl.StringVar(&f.procfs, "path.procfs", "/proc", "procfs mountpoint")
-	fl.StringVar(&f.sysfs, "path.sysfs", "/sys", "sysfs mountpoint")
+	f.paths.AddFlags(fl)
 	return cmd
 }
 
@@ -121,7 +119,7 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 		}
 		defer tracer.close()
 	}
-	fs, err := blockdevice.NewFS(f.procfs, f.sysfs)
+	fs, err := blockdevice.NewFS(f.paths.Proc(), f.paths.Sys())
 	if err != nil {
 		return err
 	}
@@ -136,7 +134,7 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 		OmitIdle: f.omitIdle,
 		// iostat -dx without -p lists whole devices: those in /sys/block.
 		WholeDisk: func(name string) bool {
-			_, err := os.Stat(filepath.Join(f.sysfs, "block", strings.ReplaceAll(name, "/", "!")))
+			_, err := os.Stat(f.paths.Sys("block", strings.ReplaceAll(name, "/", "!")))
 			return err == nil
 		},
 	}
@@ -149,7 +147,7 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 	var prev iostat.Snapshot
 	start := time.Now()
 	for n := 0; ; n++ {
-		curr, err := iostat.Read(fs, f.procfs)
+		curr, err := iostat.Read(fs, f.paths.Proc())
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/collector"
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/probes"
 )
 
@@ -45,8 +46,7 @@ type serveFlags struct {
 	writeTimeout  time.Duration
 	logLevel      string
 	logFormat     string
-	procfs        string
-	sysfs         string
+	paths         hostpath.Paths
 	probeDirs     []string
 	enable        map[string]*bool
 	disable       map[string]*bool
@@ -85,8 +85,7 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl.StringVar(&f.logFormat, "log.format", "logfmt", "log format: logfmt, json")
 	fl.StringVar(&f.deviceInclude, "collector.diskstats.device-include", "", "regex of kernel device names to export (replaces the config's filter)")
 	fl.StringVar(&f.deviceExclude, "collector.diskstats.device-exclude", "", "regex of kernel device names to leave out (replaces the config's filter)")
-	fl.StringVar(&f.procfs, "path.procfs", "/proc", "procfs mountpoint (the host's /proc in a container)")
-	fl.StringVar(&f.sysfs, "path.sysfs", "/sys", "sysfs mountpoint (the host's /sys in a container)")
+	f.paths.AddFlags(fl)
 	for _, p := range collector.Parts {
 		f.enable[p.Name] = fl.Bool("collector."+p.Name, p.EnabledDefault,
 			fmt.Sprintf("enable the %s collector: %s (--no-collector.%s disables)", p.Name, p.Help, p.Name))
@@ -126,21 +125,16 @@ func (f *serveFlags) loadConfig(cmd *cobra.Command) (*config.Config, map[string]
 			return nil, nil, err
 		}
 	}
-	c.ProcFS, c.SysFS = f.procfs, f.sysfs
-	enabled := map[string]bool{
-		"probes":    c.Probes.Enabled,
-		"diskstats": c.Diskstats.Enabled,
-		"smart":     c.Smart.Enabled,
-	}
+	given := map[string]bool{}
 	for _, p := range collector.Parts {
 		if cmd.Flags().Changed("collector." + p.Name) {
-			enabled[p.Name] = *f.enable[p.Name]
+			given[p.Name] = *f.enable[p.Name]
 		}
 		if *f.disable[p.Name] {
-			enabled[p.Name] = false
+			given[p.Name] = false
 		}
 	}
-	return c, enabled, nil
+	return c, collector.Enabled(c, given), nil
 }
 
 func (f *serveFlags) logger() (*slog.Logger, error) {
@@ -197,7 +191,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	// still stop when head does.
 	signal.Ignore(syscall.SIGPIPE)
 	logger.Info("starting diskcanary", "version", version.Info(), "build_context", version.BuildContext())
-	col, err := collector.New(collector.Options{Config: c, Logger: logger}, enabled)
+	col, err := collector.New(collector.Options{Config: c, Paths: f.paths, Logger: logger}, enabled)
 	if err != nil {
 		return err
 	}

@@ -6,9 +6,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/collector"
 )
 
 func TestConfigCheck(t *testing.T) {
@@ -45,6 +49,35 @@ func TestCollectorFlags(t *testing.T) {
 		require.NotNil(t, cmd.Flags().Lookup(name), name)
 	}
 	require.Equal(t, "[:9742]", cmd.Flags().Lookup("web.listen-address").DefValue)
+}
+
+// serve --help offers one --collector.NAME and one --no-collector.NAME per
+// part of collector.Parts, with the part's default, and no others.
+func TestServeHelpListsTheParts(t *testing.T) {
+	want := map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true}
+	table := map[string]bool{}
+	for _, p := range collector.Parts {
+		table[p.Name] = p.EnabledDefault
+	}
+	require.Equal(t, want, table)
+
+	out, _, err := runCLI(t, "serve", "--help")
+	require.NoError(t, err)
+	on, off := map[string]bool{}, map[string]bool{}
+	flag := regexp.MustCompile(`^\s+--(no-)?collector\.([a-z]+)\s.*?(\(default true\))?$`)
+	for _, line := range strings.Split(out, "\n") {
+		m := flag.FindStringSubmatch(line)
+		switch {
+		case m == nil:
+		case m[1] == "":
+			on[m[2]] = m[3] != ""
+		default:
+			require.Empty(t, m[3], line)
+			off[m[2]] = true
+		}
+	}
+	require.Equal(t, want, on, out)
+	require.Equal(t, map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true}, off, out)
 }
 
 func TestBadLogLevel(t *testing.T) {

@@ -28,10 +28,6 @@ type Config struct {
 	Diskstats Diskstats `yaml:"diskstats"`
 	Smart     Smart     `yaml:"smart"`
 
-	// Host paths come from --path.procfs / --path.sysfs, never from the file.
-	ProcFS string `yaml:"-"`
-	SysFS  string `yaml:"-"`
-
 	// src is where each key is in the file ("probes.targets[1].ops"), so
 	// Validate can name the line.
 	src map[string]*yaml.Node

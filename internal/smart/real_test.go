@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // TestRealSmartctl runs the installed smartctl (smartmontools, installed
@@ -25,7 +27,7 @@ func TestRealSmartctl(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(proc, "self"), 0o755))
 	// As if diskcanary ran without any capability.
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "self", "status"), []byte("CapEff:\t0000000000000000\n"), 0o644))
-	r := NewRunner(RunnerConfig{Smartctl: bin, Interval: time.Hour, Timeout: 20 * time.Second, Concurrency: 2, ProcFS: proc, SysFS: t.TempDir()})
+	r := NewRunner(RunnerConfig{Smartctl: bin, Interval: time.Hour, Timeout: 20 * time.Second, Concurrency: 2, Paths: hostpath.Paths{ProcFS: proc, SysFS: t.TempDir()}})
 	st, err := r.CollectOnce(context.Background(), []Target{
 		{Name: "/dev/diskcanary-none", Type: "sat"},
 		{Name: "/dev/diskcanary-nvme-none", Type: "nvme"},

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // RunnerConfig is what the smartctl runner needs; collector/smart.go fills
@@ -43,9 +43,9 @@ type RunnerConfig struct {
 	Devices []Target
 	// SelfTests schedules self-tests (off unless Enabled).
 	SelfTests SelfTestConfig
-	// ProcFS and SysFS are the host paths (--path.procfs, --path.sysfs).
-	ProcFS, SysFS string
-	Logger        *slog.Logger
+	// Paths are the host's /proc and /sys (--path.procfs, --path.sysfs).
+	Paths  hostpath.Paths
+	Logger *slog.Logger
 }
 
 // DeviceState is what the runner knows about one device, as handed to the
@@ -144,19 +144,13 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = time.Hour
 	}
-	if cfg.ProcFS == "" {
-		cfg.ProcFS = "/proc"
-	}
-	if cfg.SysFS == "" {
-		cfg.SysFS = "/sys"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		caps:        readCapabilities(cfg.ProcFS),
+		caps:        readCapabilities(cfg.Paths.Proc()),
 		sem:         make(chan struct{}, cfg.Concurrency),
 		devs:        map[string]*device{},
 		scanSuccess: true,
@@ -178,7 +172,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 }
 
 func (r *Runner) newDevice(t Target, explicit bool, now time.Time) *device {
-	controller := controllerOf(r.cfg.SysFS, t)
+	controller := controllerOf(r.cfg.Paths.Sys(), t)
 	return &device{
 		target:   t,
 		explicit: explicit,
@@ -199,7 +193,7 @@ func (r *Runner) newDevice(t Target, explicit bool, now time.Time) *device {
 func (r *Runner) label(t Target) string {
 	l := t.Label()
 	if nvmeController.MatchString(l) {
-		ents, err := os.ReadDir(filepath.Join(r.cfg.SysFS, "class", "nvme", l))
+		ents, err := os.ReadDir(r.cfg.Paths.Sys("class", "nvme", l))
 		if err == nil {
 			var ns []string
 			for _, e := range ents {

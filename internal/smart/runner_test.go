@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
 )
 
@@ -134,7 +135,7 @@ func TestRunnerExitBits(t *testing.T) {
 func TestRunnerKeepsDataThroughNoDataRuns(t *testing.T) {
 	good := fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: good}}},
-		RunnerConfig{Devices: []Target{{Name: "/dev/nvme0"}}, SysFS: t.TempDir()})
+		RunnerConfig{Devices: []Target{{Name: "/dev/nvme0"}}, Paths: hostpath.Paths{SysFS: t.TempDir()}})
 	rig.start()
 	d := rig.waitFor("nvme0", 10*time.Second, "first read", func(d DeviceState) bool { return d.Result != nil })
 	okAt := d.LastSuccess
@@ -330,7 +331,7 @@ func TestRunnerScanRescanAndVanish(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0c0n1"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0n1"), 0o755))
 	rig := newFakeRig(t, fake, RunnerConfig{Scan: true, RescanInterval: 200 * time.Millisecond, VanishedAfter: 600 * time.Millisecond,
-		SysFS: sys, Devices: []Target{{Name: "/dev/sdb", Type: "sat"}}})
+		Paths: hostpath.Paths{SysFS: sys}, Devices: []Target{{Name: "/dev/sdb", Type: "sat"}}})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "scanned sda read", func(d DeviceState) bool { return d.Success })
 	rig.waitFor("nvme0n1", 10*time.Second, "scanned nvme read under its namespace name", func(d DeviceState) bool { return d.Success })
@@ -378,7 +379,7 @@ func TestRunnerMissingCapability(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda":   {Fixture: openFailed},
 		"/dev/nvme0": {Fixture: openFailed, Stderr: "open: Permission denied"},
-	}}, RunnerConfig{ProcFS: proc, SysFS: t.TempDir(), Devices: []Target{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0"}}})
+	}}, RunnerConfig{Paths: hostpath.Paths{ProcFS: proc, SysFS: t.TempDir()}, Devices: []Target{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0"}}})
 	rig.start()
 	sda := rig.waitFor("sda", 10*time.Second, "failed read", func(d DeviceState) bool { return d.ExitStatus == ExitOpenFailed })
 	require.Equal(t, "CAP_SYS_RAWIO", sda.MissingCapability)
@@ -525,7 +526,7 @@ func TestRunnerOneDevicePerLabel(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{
 		Scan:    []map[string]string{{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}, {"name": "/dev/sdb", "type": "sat", "protocol": "ATA"}},
 		Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: sat}, "/dev/nvme0n1": {Fixture: sat}, "/dev/sdb": {Fixture: sat}},
-	}, RunnerConfig{Scan: true, SysFS: sys, Devices: []Target{{Name: "/dev/nvme0n1"}, {Name: "/dev/sdb", Type: "sat"}, {Name: "/dev/sdb"}}})
+	}, RunnerConfig{Scan: true, Paths: hostpath.Paths{SysFS: sys}, Devices: []Target{{Name: "/dev/nvme0n1"}, {Name: "/dev/sdb", Type: "sat"}, {Name: "/dev/sdb"}}})
 	rig.start()
 	rig.waitFor("sdb", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
 	rig.waitFor("nvme0n1", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
 )
 
@@ -174,7 +175,7 @@ func selfTestRig(t *testing.T, fake smarttest.FakeConfig, sys string, targets []
 	if sys == "" {
 		sys = t.TempDir()
 	}
-	return newFakeRig(t, fake, RunnerConfig{Devices: targets, SysFS: sys, SelfTests: st, NoCheck: "standby"})
+	return newFakeRig(t, fake, RunnerConfig{Devices: targets, Paths: hostpath.Paths{SysFS: sys}, SelfTests: st, NoCheck: "standby"})
 }
 
 // starts are the self-test starts in the fake's log, in order.
@@ -196,7 +197,7 @@ const (
 
 func TestSelfTestsOffByDefault(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: fixture(hgstIdle)}}},
-		RunnerConfig{Devices: []Target{{Name: "/dev/sda"}}, SysFS: t.TempDir()})
+		RunnerConfig{Devices: []Target{{Name: "/dev/sda"}}, Paths: hostpath.Paths{SysFS: t.TempDir()}})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "three reads", func(d DeviceState) bool { return d.Generation >= 3 })
 	rig.stop()
