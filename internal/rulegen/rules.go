@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// The rules spell diskcanary's metric names inside their PromQL rather than
+// import them from probes and collector: those would bring the daemon's
+// dependencies (client_golang, x/sys, cilium/ebpf and its embedded BPF
+// objects) into a go:generate program, for about 60 names. What keeps them
+// right is TestExpressionsUseLiveMetrics: every metric a rule or dashboard
+// reads must be on the /metrics of a diskcanary serve it starts.
+
 // RuleFile is a Prometheus rule file.
 type RuleFile struct {
 	Groups []Group `yaml:"groups"`
