@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/diskcanary/diskcanary/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,7 +78,7 @@ var suite = []scenario{
 		func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
 	{"daemon-vs-fio", "daemon's own histograms vs fio, paced (disk)", daemonVsFIO, func(p *params) {}, ""},
 	{"probe-overhead", "per-op overhead (tmpfs)", probeOverhead, func(p *params) { p.Rounds, p.Samples = 9, 500000 }, ""},
-	command("iostat-vs-sysstat", "iostat vs sysstat", "bench/iostat-vs-sysstat", "2", "3"),
+	{"iostat-vs-sysstat", "iostat vs sysstat", iostatVsSysstat, func(p *params) { p.Interval, p.Rounds = 2*time.Second, 3 }, ""},
 	{"diskstats-100", "diskstats scrape, 100 devices", diskstatsVsNodeExporter, func(p *params) { p.Devices, p.Samples = 100, 200 }, ""},
 	{"diskstats-1000", "diskstats scrape, 1000 devices", diskstatsVsNodeExporter, func(p *params) { p.Devices, p.Samples = 1000, 200 }, ""},
 	command("smart-parse", "SMART parse + metrics per device",
@@ -157,6 +158,9 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	// The scenarios make loop devices and mounts through internal/testenv,
+	// whose helpers run only in end-to-end runs: a bench is one.
+	os.Setenv(testenv.E2EEnv, "1")
 	given := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
 

@@ -96,7 +96,7 @@ func (r *run) need(tools ...string) {
 }
 
 var debianPackage = map[string]string{
-	"fio": "fio", "hey": "hey", "etcd": "etcd-server", "bpftrace": "bpftrace", "iostat": "sysstat",
+	"fio": "fio", "hey": "hey", "etcd": "etcd-server", "bpftrace": "bpftrace", "iostat": "sysstat", "losetup": "util-linux",
 }
 
 func (r *run) needRoot(why string) {
