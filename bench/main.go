@@ -83,7 +83,7 @@ var suite = []scenario{
 	{"diskstats-1000", "diskstats scrape, 1000 devices", diskstatsVsNodeExporter, func(p *params) { p.Devices, p.Samples = 1000, 200 }, ""},
 	command("smart-parse", "SMART parse + metrics per device",
 		"go", "test", "-run", "^$", "-bench", "SmartParseAndMetrics|Parse(ATA|NVMe|SCSI)", "-benchmem", "./collector/", "./internal/smart/"),
-	command("scrape-load", "scrape load (50 scrapers, 60 s)", "bench/scrape-load", defaults.Dir, "60", "50"),
+	{"scrape-load", "scrape load (50 scrapers, 60 s)", scrapeLoad, func(p *params) {}, ""},
 	{"syscall-vs-tools", "each tool's fdatasync vs the kernel's syscall time (bpftrace)", syscallVsTools, func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
 	command("blocklatency-vs-bpftrace", "block request latency vs bpftrace (same requests)",
 		"go", "test", "-run", "^$", "-bench", "BlocklatencyVsBpftrace", "-benchtime", "5x", "./collector/blocklatency/"),

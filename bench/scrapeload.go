@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/diskcanary/diskcanary/bench/read"
+	"github.com/diskcanary/diskcanary/bench/stats"
+)
+
+// scrapeLoad: -scrapers concurrent scrapers hammer /metrics while the
+// probes run. Do scrapes disturb the measurements?
+//
+//  1. Continuous: the scrapers for -duration while the probes run on -dir:
+//     errors and /metrics latency (hey).
+//  2. Interleaved: -duration / -interval cycles of windows {idle, scrape,
+//     busy} and a last idle window. busy is the control: one SCHED_IDLE
+//     busy loop per CPU, which keeps every CPU out of its idle state but
+//     yields to anything else. On a VM that alone changes I/O latency (an
+//     idle vCPU is woken by the host to take the completion interrupt; a
+//     busy one takes it at once), for any tool: the machine's truth, not
+//     the probe's error. The probes' native histograms are read at every
+//     switch; each window, and each kind of window pooled, gives a p50
+//     and a p99 (read.Histogram.Quantile, as the alerts read them).
+//  3. The reference, fio, under the same scrapers: the same cycles (idle,
+//     scrape), fio's etcd recipe and 4 KiB O_DIRECT random reads (-samples
+//     each, the reads on the read probe's working set) on -dir in place of
+//     the probes, while the scrapers hit a daemon whose probes run on
+//     tmpfs (same series, same scrape cost, no disk I/O).
+//
+// Verdict: no scrape errors, and the probes no slower under the scrapers
+// than idle: p50 at most ×1.10, p99 at most ×1.25, each over all windows
+// of a kind pooled (the disk's own bursts of slowness, which hit single
+// windows at random, weigh by their samples, not by the window).
+// One-sided: scrapes could only disturb a measurement by adding to it
+// (queueing for a CPU, a lock, a pause); a probe that gets faster under
+// load is the busy-CPU effect the control windows show without any scrape.
+func scrapeLoad(r *run, p params) bool {
+	r.need("hey", "fio", "chrt")
+	step := p.Interval
+	cycles := int(p.Duration / step)
+	if cycles < 1 {
+		r.Fatalf("-duration %v holds no -interval %v window", p.Duration, step)
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		r.Fatal(err)
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "dc-load-")
+	if err != nil {
+		r.Fatal(err)
+	}
+	r.Cleanup(func() { os.RemoveAll(shm) })
+	// Probes faster than the defaults (44 s, 30 s) for thousands of
+	// samples per window. The WAL probe overwrites one file rather than
+	// deleting a fresh one per burst: on a filesystem mounted -o discard,
+	// every deletion becomes a discard the host executes, and at four per
+	// second they would land in the read probe's tail, in every window
+	// alike.
+	start := func(dir string) *daemon {
+		d := r.serve(fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, interval: 250ms, ops: 50, layout: overwrite, daily_write_budget: 1TB}
+    - {name: rr, kind: randread, dir: %s, interval: 1s, ops: 200, working_set: 1GiB}
+smart:
+  enabled: false
+`, dir, dir))
+		d.started(r, "diskcanary_read_duration_seconds", "rr") // the working set laid out, the first reads in
+		return d
+	}
+	hey := func(d time.Duration, url string) read.Hey {
+		out := r.exec("hey", "-z", d.String(), "-c", strconv.Itoa(p.Scrapers), url)
+		h, err := read.ParseHey(bytes.NewReader(out))
+		if err != nil {
+			r.Fatalf("%v\n%s", err, out)
+		}
+		return h
+	}
+	busy := func() {
+		var loops []*exec.Cmd
+		for range runtime.NumCPU() {
+			c := exec.Command("chrt", "-i", "0", "sh", "-c", "while :; do :; done")
+			if err := c.Start(); err != nil {
+				r.Fatal(err)
+			}
+			loops = append(loops, c)
+		}
+		time.Sleep(step)
+		for _, c := range loops {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	probes := []struct{ what, metric, probe string }{
+		{"fdatasync", "diskcanary_fdatasync_duration_seconds", "wal"},
+		{"read", "diskcanary_read_duration_seconds", "rr"},
+	}
+
+	// 1 and 2: the probes on -dir.
+	d := start(p.Dir)
+	runs := []struct {
+		label string
+		h     read.Hey
+	}{{"continuous", hey(p.Duration, d.url)}}
+	var snaps [][]*read.Histogram // per switch, per probe
+	snap := func() {
+		var s []*read.Histogram
+		for _, x := range probes {
+			s = append(s, d.histogram(r, x.metric, x.probe))
+		}
+		snaps = append(snaps, s)
+	}
+	snap()
+	for i := range cycles {
+		time.Sleep(step)
+		snap()
+		runs = append(runs, struct {
+			label string
+			h     read.Hey
+		}{fmt.Sprintf("interleaved %d", i+1), hey(step, d.url)})
+		snap()
+		busy()
+		snap()
+	}
+	time.Sleep(step)
+	snap()
+	d.stop()
+
+	// 3: fio on -dir, the daemon's probes on tmpfs. fio reads the read
+	// probe's working set, so both read the same blocks with the same
+	// cache state.
+	d = start(shm)
+	readSet := filepath.Join(p.Dir, ".diskcanary-rr-readset")
+	var fioRuns [][]percentiles // per run (idle, scrape, idle, ...), per probe
+	fioRun := func() {
+		fioRuns = append(fioRuns, []percentiles{
+			fioPercentiles(r, r.fioWAL(p.Dir, p.Samples, 0).Sync.Lat),
+			fioPercentiles(r, r.fioRandRead(readSet, p.Samples, 0, 0).Read.Clat),
+		})
+	}
+	fioRun()
+	for range cycles {
+		scrapers := exec.Command("hey", "-z", "600s", "-c", strconv.Itoa(p.Scrapers), d.url)
+		if err := scrapers.Start(); err != nil {
+			r.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		fioRun()
+		_ = scrapers.Process.Signal(syscall.SIGINT)
+		_ = scrapers.Wait()
+		time.Sleep(time.Second)
+		fioRun()
+	}
+	d.stop()
+
+	ok := true
+	r.printf("scrape load: %d concurrent scrapers, %v continuous, then %d × %v interleaved with idle and busy-CPU windows\n", p.Scrapers, p.Duration, cycles, step)
+	for _, x := range runs {
+		var other []string
+		for code, n := range x.h.Statuses {
+			if code != 200 {
+				other = append(other, fmt.Sprintf("%d×%d", n, code))
+			}
+		}
+		errs := 0
+		for _, n := range x.h.Errors {
+			errs += n
+		}
+		ok = ok && len(other) == 0 && errs == 0
+		r.printf("  %-14s responses 200: %6d; other statuses: %s; transport errors: %d; /metrics p50 %.1f ms, p99 %.1f ms\n", x.label,
+			x.h.Statuses[200], orNone(other), errs, float64(x.h.Latency[50])/1e6, float64(x.h.Latency[99])/1e6)
+	}
+	const idle, scrape, busyCPU = 0, 1, 2
+	r.printf("latency (µs) per %v window: i idle, S scrapers, B busy CPUs (control)\n", step)
+	for k, x := range probes {
+		window := func(i int) *read.Histogram {
+			w, err := snaps[i+1][k].Since(snaps[i][k])
+			if err != nil {
+				r.Fatal(err)
+			}
+			return w
+		}
+		pooled := func(kind int) *read.Histogram {
+			var pool *read.Histogram
+			for i := kind; i < len(snaps)-1; i += 3 {
+				if pool == nil {
+					pool = window(i)
+				} else if pool, err = pool.Add(window(i)); err != nil {
+					r.Fatal(err)
+				}
+			}
+			return pool
+		}
+		for _, q := range []struct {
+			label string
+			q     float64
+			get   func(percentiles) float64
+		}{{"p50", 0.5, p50}, {"p99", 0.99, p99}} {
+			var dc, ref []string
+			for i := range len(snaps) - 1 {
+				dc = append(dc, fmt.Sprintf("%c%.0f", "iSB"[i%3], window(i).Quantile(q.q)*1e6))
+			}
+			for i, f := range fioRuns {
+				ref = append(ref, fmt.Sprintf("%c%.0f", "iS"[i%2], q.get(f[k])))
+			}
+			r.printf("  %-9s diskcanary %s: %s\n", x.what, q.label, strings.Join(dc, " "))
+			r.printf("  %-9s fio        %s: %s\n", x.what, q.label, strings.Join(ref, " "))
+		}
+		pi, ps, pb := pooled(idle), pooled(scrape), pooled(busyCPU)
+		r.printf("  %-9s all windows of a kind pooled: samples idle %.0f, scrapers %.0f, busy %.0f\n", x.what, pi.Count, ps.Count, pb.Count)
+		for _, q := range []struct {
+			label string
+			q     float64
+			get   func(percentiles) float64
+			bound stats.Bound
+		}{{"p50", 0.5, p50, stats.AtMost(1.10)}, {"p99", 0.99, p99, stats.AtMost(1.25)}} {
+			i, s, b := pi.Quantile(q.q)*1e6, ps.Quantile(q.q)*1e6, pb.Quantile(q.q)*1e6
+			var fi, fs []float64
+			for j, f := range fioRuns {
+				if j%2 == 0 {
+					fi = append(fi, q.get(f[k]))
+				} else {
+					fs = append(fs, q.get(f[k]))
+				}
+			}
+			said := "not slower"
+			if !q.bound.Holds(s / i) {
+				said, ok = "SLOWER", false
+			}
+			r.printf("  %-9s %s: idle %.0f, scrapers %.0f (×%.3f: %s, %s), busy CPUs %.0f (×%.3f); fio under the same scrapers ×%.3f\n",
+				x.what, q.label, i, s, s/i, said, q.bound, b, b/i, stats.Median(fs)/stats.Median(fi))
+		}
+	}
+	return ok
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
