@@ -21,10 +21,7 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
-func TestMain(m *testing.M) {
-	testfs.ServeIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // openBlocklatency attaches the eBPF program (root only) and detaches it at
 // cleanup. Open it after the test's loop devices are attached, so their

@@ -287,9 +287,7 @@ diskcanary_collector_success{collector="smart"} 1
 // killed at its timeout and the device quarantined, and every other disk
 // must keep updating.
 func TestSmart24DevicesOneHanging(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes ~15 s")
-	}
+	testenv.E2E(t)
 	testenv.SkipUnderRace(t)
 	fixtures := []string{
 		"sat-hdd-reallocated-304-smartctl-exporter.json",

@@ -212,9 +212,7 @@ func (f *fakeT) FailNow()              { f.failed = true; panic(f) }
 // does, and checks the binary is static and reports the stamped version both
 // in `diskcanary version` and in diskcanary_build_info.
 func TestBuildStampsVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testenv.E2E(t)
 	bin := filepath.Join(t.TempDir(), "diskcanary")
 	build := exec.Command("./deploy/build.sh", bin)
 	build.Dir = repoRoot

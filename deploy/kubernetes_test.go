@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/diskcanary/diskcanary/internal/rulegen"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 var (
@@ -520,45 +520,12 @@ func checkSmartDaemonSet(t *testing.T, base, ds *appsv1.DaemonSet) {
 	require.Equal(t, base, undone)
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// diskcanaryBinary builds the binary once for the tests that run it.
-func diskcanaryBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "diskcanary-deploy-test")
-		if err != nil {
-			binErr = err
-			return
-		}
-		// Readable by the unprivileged user TestSystemdClosestRun runs it as.
-		if binErr = os.Chmod(dir, 0o755); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(dir, "diskcanary")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/diskcanary")
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
-}
-
 // TestDaemonSetArgsAreAccepted runs the real binary with the DaemonSet's
 // arguments (host paths swapped for this machine's) under --config.check, for
 // both modes: a renamed flag or a refused probe directory fails here, not
 // on a thousand nodes.
 func TestDaemonSetArgsAreAccepted(t *testing.T) {
-	bin := diskcanaryBinary(t)
+	bin := testenv.Binary(t)
 	m := loadBase(t)
 	check := func(ds *appsv1.DaemonSet) {
 		require.Contains(t, checkDaemonSetArgs(t, bin, ds), "config OK: 2 probe(s)")

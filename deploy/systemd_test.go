@@ -116,7 +116,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	if err != nil {
 		t.Skip("systemd-analyze not installed")
 	}
-	bin := diskcanaryBinary(t)
+	bin := testenv.Binary(t)
 	data, err := os.ReadFile(unitFile)
 	require.NoError(t, err)
 	require.Contains(t, string(data), "ExecStart=/usr/local/bin/diskcanary ")
@@ -212,9 +212,7 @@ func syscallFilter(t *testing.T, analyze string, lines []string) map[string]bool
 // Not reproduced: DeviceAllow (the eBPF device filter), the other Protect*
 // namespaces, MemoryMax.
 func TestSystemdClosestRun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for the mount namespace and setpriv")
-	}
+	testenv.RequireRoot(t) // the mount namespace, setpriv
 	tools := map[string]string{}
 	for _, tool := range []string{"unshare", "setpriv", "prlimit", "mount", "systemd-analyze", "strace", "smartctl"} {
 		p, err := exec.LookPath(tool)
@@ -223,7 +221,7 @@ func TestSystemdClosestRun(t *testing.T) {
 		}
 		tools[tool] = p
 	}
-	bin := diskcanaryBinary(t)
+	bin := testenv.Binary(t)
 	data, err := os.ReadFile(unitFile)
 	require.NoError(t, err)
 	u := parseUnit(t, data)

@@ -79,10 +79,10 @@ func TestCheckJobsWriteAtOnce(t *testing.T) {
 		res, err := Check(context.Background(), CheckOptions{Dir: m.Dir, Profile: ProfileFioEtcd, Samples: 20, BlockSize: 2300, Jobs: 2})
 		out <- outcome{res, err}
 	}()
-	waitFor(t, 10*time.Second, "two fdatasyncs held at once", func() bool {
+	require.Eventually(t, func() bool {
 		_, blocked, err := m.Control.Stats()
 		return err == nil && blocked == 2
-	})
+	}, 10*time.Second, 20*time.Millisecond, "two fdatasyncs held at once")
 	for _, f := range []string{".diskcanary-check-wal", ".diskcanary-check-2-wal"} {
 		_, err := os.Stat(m.Backing + "/" + f)
 		require.NoError(t, err, "each job writes its own file")

@@ -71,7 +71,7 @@ func TestProbesNeverWriteThroughPlantedSymlinks(t *testing.T) {
 		config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir, Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1},
 		config.Probe{Name: "ow", Kind: config.KindWAL, Dir: dir, Layout: config.LayoutOverwrite, Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1},
 		config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 64 << 10, Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
-	waitFor(t, 10*time.Second, "unsafe_path failures of all three probes", func() bool {
+	require.Eventually(t, func() bool {
 		mf := gather()
 		for _, probe := range []string{"wal", "ow", "rr"} {
 			m, ok := value(mf["diskcanary_probe_failures_total"], map[string]string{"probe": probe, "reason": "unsafe_path"})
@@ -80,7 +80,7 @@ func TestProbesNeverWriteThroughPlantedSymlinks(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 20*time.Millisecond, "unsafe_path failures of all three probes")
 	stop()
 	mf := gather()
 	for _, probe := range []string{"wal", "ow", "rr"} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // engineCollector adapts an Engine to prometheus.Collector for tests.
@@ -83,18 +84,6 @@ next:
 	return nil, false
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s", d, what)
-}
-
 // The append layout is etcd's: one preallocated 64 MB segment, kept open
 // across bursts (appends continue where the last burst stopped), removed
 // at shutdown; each burst's first op primes the path and is not timed.
@@ -103,10 +92,10 @@ func TestWALProbeAppendLayout(t *testing.T) {
 	gap := time.Millisecond
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 30 * time.Millisecond, Ops: 20, Gap: &gap, MinFree: 1})
-	waitFor(t, 10*time.Second, "3 runs", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": "wal"})
 		return ok && m.GetCounter().GetValue() >= 3
-	})
+	}, 10*time.Second, 20*time.Millisecond, "3 runs")
 	st, err := os.Stat(filepath.Join(dir, ".diskcanary-wal-wal"))
 	require.NoError(t, err, "the segment stays between bursts")
 	require.EqualValues(t, 64_000_000, st.Size(), "preallocated like etcd's 64 MB segment")
@@ -125,7 +114,12 @@ func TestWALProbeAppendLayout(t *testing.T) {
 	require.Equal(t, n, w.GetHistogram().GetSampleCount(), "one write timed per fdatasync")
 	// Bursts append at 0, 46,000, 92,000 …: 20 sequential 2300-byte writes
 	// each, every one dirtying the 1 or 2 pages it touches (the fdatasync
-	// before cleaned them).
+	// before cleaned them). So a burst dirties 20 pages plus one for each
+	// 4096-byte page boundary a write crosses (no write starts on one:
+	// 2300 and 4096 meet first at 2,355,200). Burst 1, [0, 46,000), holds
+	// the 11 boundaries 4,096 … 45,056: 20 + 11 = 31 pages = 126,976
+	// bytes; bursts 2-4 and 6-8 hold 11 as well; burst 5, [184,000,
+	// 230,000), holds 12 (184,320 … 229,376): 32 pages = 131,072 bytes.
 	cumulative := map[uint64]float64{1: 126_976, 2: 253_952, 3: 380_928, 4: 507_904, 5: 638_976, 6: 765_952, 7: 892_928, 8: 1_019_904}
 	written, _ := value(mf["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "wal"})
 	want, ok := cumulative[n/19]
@@ -173,10 +167,10 @@ func TestWALProbeOverwriteLayout(t *testing.T) {
 	dir := t.TempDir()
 	_, gather, stop := startEngine(t, config.Probe{Name: "ow", Kind: config.KindWAL, Dir: dir, Layout: config.LayoutOverwrite,
 		Interval: 20 * time.Millisecond, Ops: 10, MinFree: 1})
-	waitFor(t, 10*time.Second, "2 runs", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "ow"})
 		return ok && m.GetHistogram().GetSampleCount() >= 20
-	})
+	}, 10*time.Second, 20*time.Millisecond, "2 runs")
 	stop()
 	st, err := os.Stat(filepath.Join(dir, ".diskcanary-ow-overwrite"))
 	require.NoError(t, err, "the overwrite file is kept")
@@ -191,10 +185,10 @@ func TestRandReadProbeKeepsWorkingSet(t *testing.T) {
 	p := config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 8 << 20,
 		Interval: 20 * time.Millisecond, Ops: 50, MinFree: 1}
 	_, gather, stop := startEngine(t, p)
-	waitFor(t, 10*time.Second, "100 reads", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_read_duration_seconds"], map[string]string{"probe": "rr"})
 		return ok && m.GetHistogram().GetSampleCount() >= 100
-	})
+	}, 10*time.Second, 20*time.Millisecond, "100 reads")
 	stop()
 	mf := gather()
 	h, _ := value(mf["diskcanary_read_duration_seconds"], map[string]string{"probe": "rr"})
@@ -211,10 +205,10 @@ func TestRandReadProbeKeepsWorkingSet(t *testing.T) {
 
 	// A restart recognises the working set and does not rewrite it.
 	_, gather2, stop2 := startEngine(t, p)
-	waitFor(t, 10*time.Second, "reads after restart", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather2()["diskcanary_read_duration_seconds"], map[string]string{"probe": "rr"})
 		return ok && m.GetHistogram().GetSampleCount() >= 50
-	})
+	}, 10*time.Second, 20*time.Millisecond, "reads after restart")
 	stop2()
 	wb2, _ := value(gather2()["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "rr"})
 	require.Zero(t, wb2.GetCounter().GetValue())
@@ -251,30 +245,25 @@ func TestReadsetRejectsSparseAndForeignFiles(t *testing.T) {
 	require.False(t, d.readsetValid("link", size))
 }
 
+// A second daemon (another process) is refused the probe directory; the
+// probes of one daemon share it.
 func TestProbeDirLockedAgainstSecondDaemon(t *testing.T) {
+	if testenv.InChild(t) {
+		_, err := openProbeDir(os.Getenv("DISKCANARY_LOCK_DIR"))
+		require.ErrorIs(t, err, errLocked)
+		t.Log(err)
+		return
+	}
 	dir := t.TempDir()
 	a, err := openProbeDir(dir)
 	require.NoError(t, err)
+	defer a.close()
 	b, err := openProbeDir(dir) // same process: probes of one daemon share it
 	require.NoError(t, err)
 	b.close()
-	// Another process must be refused: flock from a child.
-	if os.Getenv("DISKCANARY_LOCK_CHILD") == "" {
-		out, err := runSelf(t, "TestLockChild", "DISKCANARY_LOCK_CHILD="+dir)
-		require.NoError(t, err, out)
-		require.Contains(t, out, "locked by another diskcanary")
-	}
-	a.close()
-}
-
-func TestLockChild(t *testing.T) {
-	dir := os.Getenv("DISKCANARY_LOCK_CHILD")
-	if dir == "" {
-		t.Skip("helper for TestProbeDirLockedAgainstSecondDaemon")
-	}
-	_, err := openProbeDir(dir)
-	require.ErrorIs(t, err, errLocked)
-	t.Log(err)
+	out, err := testenv.Reexec(t, t.Name(), "DISKCANARY_LOCK_DIR="+dir).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "locked by another diskcanary")
 }
 
 func TestSymlinkProbeDirRefused(t *testing.T) {
@@ -292,10 +281,10 @@ func TestMissingParentIsAFailureNotACreation(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not-mounted", "canary")
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
-	waitFor(t, 5*time.Second, "a failure", func() bool {
+	require.Eventually(t, func() bool {
 		ok := failed(gather(), "wal", "missing")
 		return ok
-	})
+	}, 5*time.Second, 20*time.Millisecond, "a failure")
 	stop()
 	_, err := os.Stat(filepath.Dir(dir))
 	require.ErrorIs(t, err, os.ErrNotExist, "missing parents are never created")
@@ -307,10 +296,10 @@ func TestLowSpaceFloor(t *testing.T) {
 	dir := t.TempDir()
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: config.ByteSize(1 << 62)})
-	waitFor(t, 5*time.Second, "low_space failure", func() bool {
+	require.Eventually(t, func() bool {
 		ok := failed(gather(), "wal", "low_space")
 		return ok
-	})
+	}, 5*time.Second, 20*time.Millisecond, "low_space failure")
 	stop()
 	h, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
 	require.True(t, !ok || h.GetHistogram().GetSampleCount() == 0, "nothing written below the floor")
@@ -322,10 +311,10 @@ func TestBudgetExhaustedSkipsBursts(t *testing.T) {
 	// the next ones do not.
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 10, MinFree: 1, DailyWriteBudget: 24 * 100_000})
-	waitFor(t, 5*time.Second, "budget_exhausted", func() bool {
+	require.Eventually(t, func() bool {
 		ok := failed(gather(), "wal", "budget_exhausted")
 		return ok
-	})
+	}, 5*time.Second, 20*time.Millisecond, "budget_exhausted")
 	stop()
 	h, _ := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
 	require.LessOrEqual(t, h.GetHistogram().GetSampleCount(), uint64(10*((100_000/(10*8192+6*4096))+1)))
@@ -351,10 +340,10 @@ func TestBudgetIsTheFilesystemsSmallest(t *testing.T) {
 			}
 			_, gather, stop := startEngine(t, ps...)
 			for _, name := range []string{"wal", "big"} {
-				waitFor(t, 5*time.Second, name+" budget_exhausted", func() bool {
+				require.Eventually(t, func() bool {
 					ok := failed(gather(), name, "budget_exhausted")
 					return ok
-				})
+				}, 5*time.Second, 20*time.Millisecond, name+" budget_exhausted")
 			}
 			stop()
 		})
@@ -373,7 +362,7 @@ func TestProbesOnOneDeviceNeverOverlap(t *testing.T) {
 		m, _ := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": name})
 		return m.GetCounter().GetValue()
 	}
-	waitFor(t, 10*time.Second, "both probes running", func() bool { return runs("wal") > 0 && runs("rr") > 0 })
+	require.Eventually(t, func() bool { return runs("wal") > 0 && runs("rr") > 0 }, 10*time.Second, 20*time.Millisecond, "both probes running")
 	wal, rr := e.probes[0].fl, e.probes[1].fl
 	var busy [2]int
 	start := time.Now()
@@ -428,10 +417,10 @@ func TestSetupIOWaitsForTheDevice(t *testing.T) {
 	require.Zero(t, e.probes[0].fl.age(), "nothing in flight")
 
 	<-gate
-	waitFor(t, 10*time.Second, "the working set, then reads", func() bool {
+	require.Eventually(t, func() bool {
 		_, err := os.Stat(filepath.Join(dir, ".diskcanary-rr-readset"))
 		return err == nil && e.probes[0].m != nil && testutilCounter(e, "diskcanary_probe_read_bytes_total", "rr") > 0
-	})
+	}, 10*time.Second, 20*time.Millisecond, "the working set, then reads")
 }
 
 // testutilCounter reads one probe's counter from the engine.

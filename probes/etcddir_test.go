@@ -30,7 +30,7 @@ func TestWALProbeNamesTheDeviceUnderEtcdsDataDir(t *testing.T) {
 		probe("unresolved", filepath.Join(mntB, "no-such-dir")))
 	defer stop()
 	got := map[string]string{}
-	waitFor(t, 10*time.Second, "three etcd data dir series", func() bool {
+	require.Eventually(t, func() bool {
 		for _, m := range gather()["diskcanary_probe_etcd_data_dir_info"] {
 			l := map[string]string{}
 			for _, p := range m.GetLabel() {
@@ -39,7 +39,7 @@ func TestWALProbeNamesTheDeviceUnderEtcdsDataDir(t *testing.T) {
 			got[l["probe"]] = l["etcd_data_dir"] + " on " + l["device"]
 		}
 		return len(got) == 3
-	})
+	}, 10*time.Second, 20*time.Millisecond, "three etcd data dir series")
 	a, b := filepath.Base(devA), filepath.Base(devB)
 	require.Equal(t, map[string]string{
 		"beside":     filepath.Join(mntA, "etcd") + " on " + a,

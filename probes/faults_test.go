@@ -17,13 +17,6 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (mounts, other users); CI runs as root: sudo go test ./probes/")
-	}
-}
-
 func mount(t *testing.T, args ...string) {
 	t.Helper()
 	out, err := exec.Command("mount", args...).CombinedOutput()
@@ -33,16 +26,16 @@ func mount(t *testing.T, args ...string) {
 }
 
 func TestTmpfsIsNamedAndItsFlushFlagged(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	dir := t.TempDir()
 	// mode=0700: a probe directory others can write to is refused.
 	mount(t, "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", dir)
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 20, MinFree: 1})
-	waitFor(t, 5*time.Second, "a cycle", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
 		return ok && m.GetHistogram().GetSampleCount() >= 20
-	})
+	}, 5*time.Second, 20*time.Millisecond, "a cycle")
 	stop()
 	mf := gather()
 	w, ok := value(mf["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "tmpfs"})
@@ -58,10 +51,10 @@ func TestTmpfsIsNamedAndItsFlushFlagged(t *testing.T) {
 func TestRealDiskFlushIsNotFlagged(t *testing.T) {
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(),
 		Interval: 20 * time.Millisecond, Ops: 20, MinFree: 1})
-	waitFor(t, 5*time.Second, "a cycle", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_fdatasync_duration_seconds"], map[string]string{"probe": "wal"})
 		return ok && m.GetHistogram().GetSampleCount() >= 20
-	})
+	}, 5*time.Second, 20*time.Millisecond, "a cycle")
 	stop()
 	f, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "flush_not_reaching_device"})
 	require.True(t, ok)
@@ -69,70 +62,60 @@ func TestRealDiskFlushIsNotFlagged(t *testing.T) {
 }
 
 func TestReadOnlyFilesystem(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	src, dir := t.TempDir(), t.TempDir()
 	mount(t, "--bind", src, dir)
 	mount(t, "-o", "remount,ro,bind", dir)
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: dir,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
-	waitFor(t, 5*time.Second, "read_only failure", func() bool {
+	require.Eventually(t, func() bool {
 		ok := failed(gather(), "wal", "read_only")
 		return ok
-	})
+	}, 5*time.Second, 20*time.Millisecond, "read_only failure")
 	stop()
 	s, _ := value(gather()["diskcanary_probe_success"], map[string]string{"probe": "wal"})
 	require.Zero(t, s.GetGauge().GetValue())
 }
 
-// Permission denied is tested as a real unprivileged user (nobody): a
-// child test process drops to uid 65534 and probes a root-only directory.
+// Permission denied is tested as a real unprivileged user (nobody): the
+// test re-runs itself as uid 65534 and probes a root-only directory.
 func TestPermissionDeniedAsNonRoot(t *testing.T) {
-	requireRoot(t)
+	if testenv.InChild(t) {
+		require.NotZero(t, os.Geteuid(), "must run unprivileged")
+		_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: filepath.Join(os.Getenv("DISKCANARY_PERM_DIR"), "canary"),
+			Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
+		require.Eventually(t, func() bool {
+			ok := failed(gather(), "wal", "permission")
+			return ok
+		}, 5*time.Second, 20*time.Millisecond, "permission failure")
+		stop()
+		// Unprivileged, a probe cannot raise its thread's priority (it says so
+		// in the log) but still measures.
+		tid, raised, err := raisePriority()
+		lowerPriority(tid, raised)
+		require.ErrorIs(t, err, unix.EPERM)
+		require.False(t, raised)
+		t.Log("reason=permission uid=" + strconv.Itoa(os.Geteuid()))
+		return
+	}
+	testenv.RequireRoot(t)
 	base, err := os.MkdirTemp("", "diskcanary-perm")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
 	require.NoError(t, os.Chmod(base, 0o755))
 	dir := filepath.Join(base, "rootonly")
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	// The test binary lives in a 0700 build dir: copy it where nobody can run it.
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	bin := filepath.Join(base, "probes.test")
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
-	cmd := exec.Command(bin, "-test.run=^TestPermissionChild$", "-test.v", "-test.count=1")
+	cmd := testenv.Reexec(t, t.Name(), "DISKCANARY_PERM_DIR="+dir)
 	cmd.Dir = base
-	cmd.Env = append(os.Environ(), "DISKCANARY_PERM_DIR="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "reason=permission")
 }
 
-func TestPermissionChild(t *testing.T) {
-	dir := os.Getenv("DISKCANARY_PERM_DIR")
-	if dir == "" {
-		t.Skip("helper for TestPermissionDeniedAsNonRoot")
-	}
-	require.NotZero(t, os.Geteuid(), "must run unprivileged")
-	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: filepath.Join(dir, "canary"),
-		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
-	waitFor(t, 5*time.Second, "permission failure", func() bool {
-		ok := failed(gather(), "wal", "permission")
-		return ok
-	})
-	stop()
-	// Unprivileged, a probe cannot raise its thread's priority (it says so
-	// in the log) but still measures.
-	tid, raised, err := raisePriority()
-	lowerPriority(tid, raised)
-	require.ErrorIs(t, err, unix.EPERM)
-	require.False(t, raised)
-	t.Log("reason=permission uid=" + strconv.Itoa(os.Geteuid()))
-}
-
 // The read probe on a block device opens it read-only and never writes.
 func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	img := filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
 	require.NoError(t, err)
@@ -148,10 +131,10 @@ func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
 	dev := testenv.LoopDevice(t, img)
 	_, gather, stop := startEngine(t, config.Probe{Name: "raw", Kind: config.KindRandRead, Device: dev,
 		Interval: 20 * time.Millisecond, Ops: 50})
-	waitFor(t, 5*time.Second, "reads", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_read_duration_seconds"], map[string]string{"probe": "raw", "device": filepath.Base(dev)})
 		return ok && m.GetHistogram().GetSampleCount() >= 100
-	})
+	}, 5*time.Second, 20*time.Millisecond, "reads")
 	stop()
 	w, _ := value(gather()["diskcanary_probe_written_bytes_total"], map[string]string{"probe": "raw"})
 	require.Zero(t, w.GetCounter().GetValue())
@@ -211,16 +194,16 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 				m, _ := value(gather()["diskcanary_probe_success"], map[string]string{"probe": "wal"})
 				return m.GetGauge().GetValue()
 			}
-			waitFor(t, 5*time.Second, tc.reason+" failure", func() bool {
+			require.Eventually(t, func() bool {
 				ok := failed(gather(), "wal", tc.reason)
 				return ok && success() == 0
-			})
+			}, 5*time.Second, 20*time.Millisecond, tc.reason+" failure")
 			entries, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			require.Empty(t, entries, "a failed cycle leaves no probe file")
 
 			require.NoError(t, os.Remove(filepath.Join(mnt, "filler-0")))
-			waitFor(t, 5*time.Second, "recovery once space is back", func() bool { return success() == 1 })
+			require.Eventually(t, func() bool { return success() == 1 }, 5*time.Second, 20*time.Millisecond, "recovery once space is back")
 			stop()
 		})
 	}
@@ -228,7 +211,7 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 
 // overlayfs (a container's root filesystem) is named, not trusted.
 func TestOverlayfsIsNamed(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	base := t.TempDir()
 	for _, d := range []string{"lower", "upper", "work", "merged"} {
 		require.NoError(t, os.Mkdir(filepath.Join(base, d), 0o755))
@@ -237,10 +220,10 @@ func TestOverlayfsIsNamed(t *testing.T) {
 		"lowerdir="+base+"/lower,upperdir="+base+"/upper,workdir="+base+"/work", base+"/merged")
 	_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: base + "/merged",
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
-	waitFor(t, 5*time.Second, "a cycle", func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_probe_runs_total"], map[string]string{"probe": "wal"})
 		return ok && m.GetCounter().GetValue() >= 1
-	})
+	}, 5*time.Second, 20*time.Millisecond, "a cycle")
 	stop()
 	w, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "overlayfs"})
 	require.True(t, ok)

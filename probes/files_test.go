@@ -139,12 +139,12 @@ func TestOverwriteProbeNeverWritesThroughAHardLink(t *testing.T) {
 
 	_, gather, stop := startEngine(t, config.Probe{Name: "ow", Kind: config.KindWAL, Dir: dir, Layout: config.LayoutOverwrite,
 		BlockSize: bs, Ops: ops, Interval: 20 * time.Millisecond, MinFree: 1})
-	waitFor(t, 10*time.Second, "a successful overwrite cycle, then more", func() bool {
+	require.Eventually(t, func() bool {
 		mf := gather()
 		m, ok := value(mf["diskcanary_probe_runs_total"], map[string]string{"probe": "ow"})
 		succ, _ := value(mf["diskcanary_probe_success"], map[string]string{"probe": "ow"})
 		return ok && m.GetCounter().GetValue() >= 3 && succ.GetGauge().GetValue() == 1
-	})
+	}, 10*time.Second, 20*time.Millisecond, "a successful overwrite cycle, then more")
 	stop()
 	got, err := os.ReadFile(victim)
 	require.NoError(t, err)
@@ -208,10 +208,10 @@ func TestReadProbeWithFIFOWorkingSetFails(t *testing.T) {
 	_, gather, stop := startEngine(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: dir, WorkingSet: 64 << 10,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
 	t.Cleanup(func() { unblockFIFO(fifo) }) // runs before the engine's own cleanup
-	waitFor(t, 5*time.Second, `failures_total{reason="unsafe_path"} >= 2`, func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := value(gather()["diskcanary_probe_failures_total"], map[string]string{"probe": "rr", "reason": "unsafe_path"})
 		return ok && m.GetCounter().GetValue() >= 2
-	})
+	}, 5*time.Second, 20*time.Millisecond, `failures_total{reason="unsafe_path"} >= 2`)
 	stop()
 	fi, err := os.Lstat(fifo)
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func TestProbeDirWritableByOthersRefused(t *testing.T) {
 }
 
 func TestProbeDirOwnedByAnotherUserRefused(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	// The default /var/tmp/diskcanary sits in a world-writable directory:
 	// another user can make it first.
 	dir := filepath.Join(t.TempDir(), "diskcanary")
@@ -341,7 +341,7 @@ func TestOpenBlockDeviceRefusesOtherTypes(t *testing.T) {
 }
 
 func TestOpenBlockDeviceFollowsSymlinksToADisk(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	img := filepath.Join(t.TempDir(), "disk.img")
 	require.NoError(t, os.WriteFile(img, make([]byte, 1<<20), 0o600))
 	dev := testenv.LoopDevice(t, img)

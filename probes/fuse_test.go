@@ -35,20 +35,20 @@ func TestEIOOnFdatasyncIsAFailureAndRecovers(t *testing.T) {
 		}
 		return v.GetGauge().GetValue()
 	}
-	waitFor(t, 5*time.Second, "a successful cycle", func() bool {
+	require.Eventually(t, func() bool {
 		return gauge("diskcanary_probe_success", map[string]string{"probe": "wal"}) == 1
-	})
+	}, 5*time.Second, 20*time.Millisecond, "a successful cycle")
 
 	m.Do(t, "sync-error EIO")
-	waitFor(t, 5*time.Second, "an io_error failure", func() bool {
+	require.Eventually(t, func() bool {
 		ok := failed(gather(), "wal", "io_error")
 		return ok && gauge("diskcanary_probe_success", map[string]string{"probe": "wal"}) == 0
-	})
+	}, 5*time.Second, 20*time.Millisecond, "an io_error failure")
 
 	m.Do(t, "sync-error none")
-	waitFor(t, 5*time.Second, "recovery", func() bool {
+	require.Eventually(t, func() bool {
 		return gauge("diskcanary_probe_success", map[string]string{"probe": "wal"}) == 1
-	})
+	}, 5*time.Second, 20*time.Millisecond, "recovery")
 	w, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "wal", "warning": "fuse"})
 	require.True(t, ok, "a FUSE target is named")
 	require.EqualValues(t, 1, w.GetGauge().GetValue())
@@ -84,17 +84,17 @@ func TestHungFdatasyncStallsAndRecovers(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		return time.Since(start)
 	}
-	waitFor(t, 5*time.Second, "two cycles", func() bool { return gauge("diskcanary_probe_runs_total") >= 2 })
+	require.Eventually(t, func() bool { return gauge("diskcanary_probe_runs_total") >= 2 }, 5*time.Second, 20*time.Millisecond, "two cycles")
 	scrape() // the baseline includes the keep-alive connection's goroutines
 	goroutines, osThreads := runtime.NumGoroutine(), threads(t)
 
 	m.Do(t, "hang")
 	hungAt := time.Now()
-	waitFor(t, 5*time.Second, "a held flush", func() bool {
+	require.Eventually(t, func() bool {
 		_, blocked, err := m.Control.Stats()
 		return err == nil && blocked == 1
-	})
-	waitFor(t, 3*time.Second, "stalled=1", func() bool { return gauge("diskcanary_probe_stalled") == 1 })
+	}, 5*time.Second, 20*time.Millisecond, "a held flush")
+	require.Eventually(t, func() bool { return gauge("diskcanary_probe_stalled") == 1 }, 3*time.Second, 20*time.Millisecond, "stalled=1")
 	// The watchdog looks every 250 ms; the probe may be mid-cycle sleep
 	// when the hang starts, so allow one interval and one watchdog tick.
 	require.Less(t, time.Since(hungAt), 300*time.Millisecond+20*time.Millisecond+250*time.Millisecond+200*time.Millisecond,
@@ -126,18 +126,22 @@ func TestHungFdatasyncStallsAndRecovers(t *testing.T) {
 	}
 	require.Equal(t, runs, gauge("diskcanary_probe_runs_total"), "no new cycle starts on a stuck target")
 	// The goroutine above closes gcDone just before it exits, so the count
-	// is given a moment to settle rather than read once.
-	waitFor(t, 2*time.Second, "goroutines bounded by the baseline", func() bool { return runtime.NumGoroutine() <= goroutines })
+	// is given a moment to settle rather than read once; polled here, not
+	// by require.Eventually, whose condition runs on a goroutine of its own.
+	for deadline := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines bounded by the baseline")
 	require.LessOrEqual(t, threads(t), osThreads+2, "OS threads stay bounded (the stuck op holds one)")
 	infl, ok := value(gather()["diskcanary_probe_inflight_seconds"], map[string]string{"probe": "wal"})
 	require.True(t, ok)
 	require.Greater(t, infl.GetGauge().GetValue(), 0.3)
 
 	m.Do(t, "release")
-	waitFor(t, 5*time.Second, "recovery", func() bool {
+	require.Eventually(t, func() bool {
 		return gauge("diskcanary_probe_stalled") == 0 && gauge("diskcanary_probe_runs_total") > runs+1 &&
 			gauge("diskcanary_probe_success") == 1
-	})
+	}, 5*time.Second, 20*time.Millisecond, "recovery")
 }
 
 // Ground truth: d injected per fdatasync shows up as d, not more, not less.
@@ -175,18 +179,18 @@ func TestHungReadStallsAndRecovers(t *testing.T) {
 		}
 		return v.GetGauge().GetValue()
 	}
-	waitFor(t, 10*time.Second, "read cycles", func() bool {
+	require.Eventually(t, func() bool {
 		return gauge("diskcanary_probe_runs_total") >= 2 && gauge("diskcanary_probe_success") == 1
-	})
+	}, 10*time.Second, 20*time.Millisecond, "read cycles")
 	m.Do(t, "hang-reads")
-	waitFor(t, 3*time.Second, "stalled=1", func() bool { return gauge("diskcanary_probe_stalled") == 1 })
+	require.Eventually(t, func() bool { return gauge("diskcanary_probe_stalled") == 1 }, 3*time.Second, 20*time.Millisecond, "stalled=1")
 	runs := gauge("diskcanary_probe_runs_total")
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, runs, gauge("diskcanary_probe_runs_total"), "no new cycle on a stuck target")
 	m.Do(t, "release")
-	waitFor(t, 5*time.Second, "recovery", func() bool {
+	require.Eventually(t, func() bool {
 		return gauge("diskcanary_probe_stalled") == 0 && gauge("diskcanary_probe_runs_total") > runs+1
-	})
+	}, 5*time.Second, 20*time.Millisecond, "recovery")
 }
 
 // A filesystem that refuses O_DIRECT is named, and the read probe fails
@@ -196,10 +200,10 @@ func TestODirectRefusedIsNamedAndFails(t *testing.T) {
 	m.Do(t, "refuse-odirect")
 	_, gather, _ := startEngine(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: m.Dir,
 		Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, WorkingSet: 1 << 20})
-	waitFor(t, 10*time.Second, "odirect_unsupported failure", func() bool {
+	require.Eventually(t, func() bool {
 		ok := failed(gather(), "rr", "odirect_unsupported")
 		return ok
-	})
+	}, 10*time.Second, 20*time.Millisecond, "odirect_unsupported failure")
 	w, ok := value(gather()["diskcanary_probe_target_warning"], map[string]string{"probe": "rr", "warning": "odirect_refused"})
 	require.True(t, ok)
 	require.EqualValues(t, 1, w.GetGauge().GetValue())
@@ -226,19 +230,19 @@ func TestHungBurstHoldsItsDevice(t *testing.T) {
 		return v.GetGauge().GetValue()
 	}
 	runs := func(probe string) float64 { return gauge(probe, "diskcanary_probe_runs_total") }
-	waitFor(t, 10*time.Second, "both probes succeeding", func() bool {
+	require.Eventually(t, func() bool {
 		return runs("wal") >= 2 && runs("rr") >= 2 &&
 			gauge("wal", "diskcanary_probe_success") == 1 && gauge("rr", "diskcanary_probe_success") == 1
-	})
+	}, 10*time.Second, 20*time.Millisecond, "both probes succeeding")
 	m.Do(t, "hang")
-	waitFor(t, 3*time.Second, "wal stalled", func() bool { return gauge("wal", "diskcanary_probe_stalled") == 1 })
+	require.Eventually(t, func() bool { return gauge("wal", "diskcanary_probe_stalled") == 1 }, 3*time.Second, 20*time.Millisecond, "wal stalled")
 	rrRuns := runs("rr")
 	time.Sleep(200 * time.Millisecond)
 	require.Equal(t, rrRuns, runs("rr"), "the read probe waits for the device")
 	require.Zero(t, gauge("rr", "diskcanary_probe_stalled"), "waiting is not stalling")
 	require.Zero(t, gauge("rr", "diskcanary_probe_inflight_seconds"), "no read in flight while it waits")
 	m.Do(t, "release")
-	waitFor(t, 5*time.Second, "both resume", func() bool {
+	require.Eventually(t, func() bool {
 		return gauge("wal", "diskcanary_probe_stalled") == 0 && runs("rr") > rrRuns+1 && gauge("rr", "diskcanary_probe_success") == 1
-	})
+	}, 5*time.Second, 20*time.Millisecond, "both resume")
 }

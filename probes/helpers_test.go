@@ -2,36 +2,20 @@ package probes
 
 import (
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
-
-// runSelf re-runs this test binary for one test with extra environment, for
-// behaviour that needs a second process (locks, credentials).
-func runSelf(t *testing.T, test string, env ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
 
 // benchDir lets bench scripts point benchmarks at a filesystem of their
 // choice (tmpfs for per-op overhead).
 func benchDir() string { return os.Getenv("DISKCANARY_BENCH_DIR") }
 
-// TestMain lets this test binary double as the FUSE test filesystem's
-// server process (testfs.Start re-executes it).
-func TestMain(m *testing.M) {
-	testfs.ServeIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // threads is the process's OS thread count.
 func threads(t *testing.T) int {

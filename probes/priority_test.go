@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // raisedThreads are this process's threads at the probes' nice value now
@@ -55,7 +57,7 @@ func sliceOf(t *testing.T, tid int) uint64 {
 // slice and the I/O priority of an ordinary process, and puts all back
 // after; inside a thread already raised (a probe loop's) it changes nothing.
 func TestBurstRaisesCPUPriorityOnly(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	require.Empty(t, raisedThreads(t))
 	tid, raised, err := raisePriority()
 	require.NoError(t, err)

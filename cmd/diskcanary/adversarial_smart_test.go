@@ -37,7 +37,7 @@ func startWithFakeSmartctl(t *testing.T, script string, devices ...string) (*tes
 	addr := testenv.FreeAddr(t)
 	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfgFile, "--web.listen-address", addr,
 		"--no-collector.probes", "--no-collector.diskstats")
-	cmd.Env = append(cmd.Env, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	daemon := testenv.StartCmd(t, cmd)
 	daemon.WaitListening(t, addr, 20*time.Second)
 	return daemon, addr

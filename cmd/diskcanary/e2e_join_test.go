@@ -34,23 +34,10 @@ const (
 // through the Prometheus HTTP API that the documented joins go from the
 // probe's p99 to that loop device's diskstats series.
 func TestJoinEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end join test: skipped in -short mode")
-	}
 	testenv.RequireRoot(t)
 	testenv.PrometheusBin(t) // skip before building anything
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			goBin = "/usr/local/go/bin/go"
-		}
-	}
-
+	bin := testenv.Binary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "diskcanary")
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
 
 	// A 256 MiB ext4 filesystem on a loop device, fully initialised so
 	// background ext4lazyinit writes do not blur the probe.

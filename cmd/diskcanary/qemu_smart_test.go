@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/smart"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 	"github.com/diskcanary/diskcanary/internal/testenv/guest"
 )
 
@@ -47,6 +48,9 @@ smart:
 // report both; then the test raises a critical warning on the NVMe
 // controller through QMP, and both see the drive fail.
 func TestQEMUSmartEndToEnd(t *testing.T) {
+	if testenv.Race {
+		t.Skip("skipping under the race detector: the guest emulates a CPU (TCG), too slow for a race build; it runs in the non-race pass")
+	}
 	guest.QEMU(t)
 	guest.Busybox(t)
 	smartctl, err := exec.LookPath("smartctl")
@@ -58,7 +62,7 @@ func TestQEMUSmartEndToEnd(t *testing.T) {
 
 	root := guest.NewInitramfs()
 	root.Program(t, "/usr/sbin/smartctl", smartctl)
-	root.Copy(t, "/usr/bin/diskcanary", buildStaticDiskcanary(t))
+	root.Program(t, "/usr/bin/diskcanary", testenv.Binary(t))
 	root.File("/etc/diskcanary.yml", []byte(guestConfig), 0o644)
 	disks := t.TempDir()
 	for _, name := range []string{"nvme.img", "sata.img"} {
@@ -185,23 +189,6 @@ func TestQEMUSmartEndToEnd(t *testing.T) {
 	require.Contains(t, rows[2], "sda", table)
 	require.True(t, strings.HasSuffix(rows[2], "  OK"), "the SATA disk stays OK:\n%s", table)
 	t.Logf("whole test %v", time.Since(start).Round(time.Millisecond))
-}
-
-// buildStaticDiskcanary builds this command with CGO_ENABLED=0, so it
-// runs in a guest that has no C library.
-func buildStaticDiskcanary(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-	}
-	bin := filepath.Join(t.TempDir(), "diskcanary")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build (CGO_ENABLED=0): %v\n%s", err, out)
-	}
-	return bin
 }
 
 // guestReport is the part of a `diskcanary smart --json` object the test

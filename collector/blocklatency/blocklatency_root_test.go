@@ -14,10 +14,7 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
-func TestMain(m *testing.M) {
-	testfs.ServeIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func openLimited(t *testing.T, maxInFlight, maxHists uint32) *Tracer {
 	t.Helper()

@@ -25,14 +25,12 @@ import (
 // run with --no-collector.blocklatency; the fdatasync alert fires for the
 // two slow targets and its text names the cause.
 func TestAttributionEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the attribution end-to-end test")
-	}
+	testenv.E2E(t)
 	testenv.RequireRoot(t)
 	testenv.SkipUnderRace(t)
 	testenv.PrometheusBin(t)
 	start := time.Now()
-	bin := buildDiskcanary(t)
+	bin := testenv.Binary(t)
 
 	m := testfs.Start(t, "", "--sync-delay", "50ms")
 	fs := map[string]string{} // verdict → mount

@@ -232,7 +232,7 @@ func provokeKernelErrors(t *testing.T) bool {
 // fixtures), or one of the two short documented lists above.
 func TestExpressionsUseLiveMetrics(t *testing.T) {
 	used, matched := parseAll(t)
-	bin := buildDiskcanary(t)
+	bin := testenv.Binary(t)
 	fake := smarttest.Install(t, smarttest.FakeConfig{
 		Scan: []map[string]string{{"name": "/dev/sda", "type": "sat", "protocol": "ATA"}, {"name": "/dev/sdb", "type": "sat", "protocol": "ATA"},
 			{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}},

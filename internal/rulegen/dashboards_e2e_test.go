@@ -104,7 +104,7 @@ func panelResults(t *testing.T, prom *testenv.Prometheus, d gDashboard, vals map
 func TestNodeDiskVariableOnLoopDevices(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.PrometheusBin(t) // skip before building anything
-	bin := buildDiskcanary(t)
+	bin := testenv.Binary(t)
 	// Two ext4 loop devices; the probe goes on the one that sorts last, so
 	// every-device order puts another loop device first.
 	mntA, devA := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")

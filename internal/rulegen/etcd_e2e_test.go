@@ -44,9 +44,7 @@ import (
 // process of this 2-vCPU machine (Prometheus and the canaries included),
 // and contention a disk busy enough to saturate while etcd still answers.
 func TestEtcdVerdictEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the etcd verdict end-to-end test")
-	}
+	testenv.E2E(t)
 	testenv.RequireRoot(t)
 	testenv.SkipUnderRace(t)
 	testenv.PrometheusBin(t)
@@ -58,7 +56,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 		t.Skip("skipping: needs ip (apt-get install iproute2)")
 	}
 	start := time.Now()
-	bin := buildDiskcanary(t)
+	bin := testenv.Binary(t)
 	const members = 3
 	tag := strconv.Itoa(os.Getpid() % 10000)
 	enableForwarding(t)

@@ -22,14 +22,12 @@ import (
 // instance, the etcd 10 ms warning fires for it, and every dashboard query
 // returns data unless fleetEmptyHere says why it cannot here.
 func TestFleetDriftEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the fleet-drift end-to-end test")
-	}
+	testenv.E2E(t)
 	testenv.RequireRoot(t)
 	testenv.SkipUnderRace(t)
 	testenv.PrometheusBin(t) // skip before building anything
 	start := time.Now()
-	bin := buildDiskcanary(t)
+	bin := testenv.Binary(t)
 
 	const members, slow = 6, 5 // instance index 5 is throttled
 	const cohort = "e2e-loop-ext4"

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -20,22 +17,6 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
-
-// buildDiskcanary compiles ./cmd/diskcanary into the test's temp dir.
-func buildDiskcanary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "diskcanary")
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/diskcanary")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/diskcanary: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // daemon is a diskcanary serve started by a test.
 type daemon struct {

@@ -1,13 +1,9 @@
 package rulegen
 
 import (
-	"os"
 	"testing"
 
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	testfs.ServeIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.Main(m) }

@@ -36,9 +36,11 @@ type Alert struct {
 }
 
 // PrometheusBin returns the prometheus binary's path, or skips the test
-// when there is none. Call it before expensive setup to skip early.
+// when there is none or the end-to-end tests are off (E2E). Call it before
+// expensive setup to skip early.
 func PrometheusBin(tb testing.TB) string {
 	tb.Helper()
+	E2E(tb)
 	if bin, err := exec.LookPath("prometheus"); err == nil {
 		return bin
 	}

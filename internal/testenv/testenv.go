@@ -18,9 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RequireRoot skips the test unless it runs as root.
+// RequireRoot skips the test unless it runs as root, and unless the
+// end-to-end tests are on (E2E): a test that needs root is one.
 func RequireRoot(tb testing.TB) {
 	tb.Helper()
+	E2E(tb)
 	if os.Geteuid() != 0 {
 		tb.Skip("skipping: needs root (loop devices, mounts, cgroups); CI runs as root")
 	}

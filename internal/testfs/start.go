@@ -13,17 +13,6 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-// childEnv marks a test binary re-executed to be the FUSE server.
-const childEnv = "DISKCANARY_TESTFS_CHILD"
-
-// ServeIfChild turns a re-executed test binary into the FUSE server. Call
-// it first in TestMain of every package that uses Start.
-func ServeIfChild() {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(Main(os.Args[1:]))
-	}
-}
-
 // Mounted is a running test filesystem.
 type Mounted struct {
 	Dir     string // the mountpoint
@@ -34,17 +23,17 @@ type Mounted struct {
 
 // Start mounts a test filesystem over backing (a fresh directory under
 // /dev/shm when backing is "", with --fake-sync, so injected latency is
-// the whole latency) in its own process, the current test binary
-// re-executed. It skips the test when not root or without /dev/fuse, and
+// the whole latency) in its own process, the diskcanary-testfs command
+// (built by testenv.Build: the package's TestMain must be testenv.Main).
+// It skips the test when not root or without /dev/fuse, and
 // unmounts at cleanup.
 func Start(tb testing.TB, backing string, args ...string) *Mounted {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("skipping: the FUSE test filesystem needs root (mount); CI runs as root")
-	}
+	testenv.RequireRoot(tb) // mount
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		tb.Skip("skipping: no /dev/fuse on this machine")
 	}
+	server := testenv.Build(tb, "internal/testfs/cmd/diskcanary-testfs")
 	if backing == "" {
 		dir, err := os.MkdirTemp("/dev/shm", "dc-testfs-backing-")
 		if err != nil {
@@ -59,12 +48,7 @@ func Start(tb testing.TB, backing string, args ...string) *Mounted {
 		tb.Fatal(err)
 	}
 	sock := filepath.Join(os.TempDir(), filepath.Base(mnt)+".sock")
-	self, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(self, append([]string{"--backing", backing, "--mountpoint", mnt, "--control", sock}, args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := exec.Command(server, append([]string{"--backing", backing, "--mountpoint", mnt, "--control", sock}, args...)...)
 	cmd.Stderr = os.Stderr
 	// If the test binary dies (a timeout panic skips cleanups), the server
 	// releases held ops and unmounts instead of leaving a dead mount.

@@ -10,12 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	ServeIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // timedSync writes a block and times its fdatasync.
 func timedSync(t *testing.T, f *os.File) (time.Duration, error) {

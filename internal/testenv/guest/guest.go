@@ -31,9 +31,11 @@ type Config struct {
 	BootTimeout time.Duration
 }
 
-// QEMU returns the qemu-system-x86_64 binary, or skips the test.
+// QEMU returns the qemu-system-x86_64 binary, or skips the test (also
+// when the end-to-end tests are off: testenv.E2E).
 func QEMU(tb testing.TB) string {
 	tb.Helper()
+	testenv.E2E(tb)
 	bin, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		tb.Skip("skipping: needs qemu-system-x86_64 (apt-get install --no-install-recommends qemu-system-x86)")

@@ -1,0 +1,9 @@
+package deploy
+
+import (
+	"testing"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
