@@ -33,3 +33,18 @@ func TestOverride(t *testing.T) {
 	require.Equal(t, 1, got.Rounds)
 	require.Equal(t, 1000, got.Samples)
 }
+
+// The soak's log summary counts records by message: the times and the
+// attributes that vary between records of one message left out.
+func TestMostFrequent(t *testing.T) {
+	got := mostFrequent([]string{
+		`time=2026-11-25T19:23:16.254Z level=WARN msg="probe burst slow" probe=wal took=1.2s`,
+		`time=2026-11-25T19:23:22.384Z level=WARN msg="probe burst slow" probe=wal took=900ms`,
+		`time=2026-11-25T19:23:23.000Z level=ERROR msg="read failed" probe=rr err="input/output error" path=/x`,
+		`time=2026-11-25T19:23:27.682Z level=WARN msg="probe burst slow" probe=rr took=2s`,
+	}, 2)
+	require.Equal(t, []counted{
+		{2, `level=WARN msg="probe burst slow" probe=wal `},
+		{1, `level=ERROR msg="read failed" probe=rr  `},
+	}, got)
+}
