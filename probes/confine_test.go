@@ -12,11 +12,6 @@ import (
 	"github.com/diskcanary/diskcanary/internal/config"
 )
 
-// config.CheckHost recognises probe files by this prefix on a mount root.
-func TestProbeFilePrefixMatchesConfig(t *testing.T) {
-	require.Equal(t, config.ProbeFilePrefix, filePrefix)
-}
-
 // create is O_CREAT|O_EXCL|O_NOFOLLOW: a planted symlink, live or dangling,
 // is neither followed nor replaced, and a planted hard link is unlinked
 // (removing a name, never the victim's data) before a new inode is made.

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 var (
@@ -26,10 +24,6 @@ var (
 	// probe directory was on is gone, whatever now answers at its path.
 	errFSGone = fmt.Errorf("the probe directory's filesystem is gone: %w", unix.ENOENT)
 )
-
-// Probe files all start with this prefix so they are easy to recognise and
-// to clean up (README "Removal").
-const filePrefix = ".diskcanary-"
 
 // probeDir is an opened, locked probe directory, owned by the daemon's
 // user and writable by no one else. Every probe file is a single name
@@ -299,7 +293,7 @@ func (d *probeDir) open(name string, flags int) (int, error) {
 func checkProbeFile(path string, st *unix.Stat_t) error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%s: %w: not a regular file (%s); remove it", path, errUnsafe, config.FileKind(st.Mode))
+		return fmt.Errorf("%s: %w: not a regular file (%s); remove it", path, errUnsafe, fileKind(st.Mode))
 	case st.Nlink != 1:
 		return fmt.Errorf("%s: %w: has %d hard links; a probe file has one", path, errUnsafe, st.Nlink)
 	case st.Uid != uint32(os.Geteuid()):
@@ -353,7 +347,7 @@ func openBlockDevice(path string) (int, unix.Stat_t, error) {
 		return -1, st, &opError{"stat", path, err}
 	}
 	if pre.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return -1, st, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, config.FileKind(pre.Mode))
+		return -1, st, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, fileKind(pre.Mode))
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -368,7 +362,7 @@ func openBlockDevice(path string) (int, unix.Stat_t, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != pre.Rdev {
 		unix.Close(fd)
-		return -1, st, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, config.FileKind(st.Mode))
+		return -1, st, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, fileKind(st.Mode))
 	}
 	if err := clearNonblock(fd); err != nil {
 		unix.Close(fd)
@@ -469,7 +463,7 @@ func (d *probeDir) writeReadset(name string, size int64, fl *inflight, stop *ato
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, fmt.Errorf("%s: %w: not a regular file (%s); remove it", filepath.Join(d.path, name), errUnsafe, config.FileKind(st.Mode))
+		return 0, fmt.Errorf("%s: %w: not a regular file (%s); remove it", filepath.Join(d.path, name), errUnsafe, fileKind(st.Mode))
 	}
 	tmp := name + ".tmp"
 	fd, err := d.create(tmp, 0)

@@ -17,8 +17,8 @@ import (
 // daemon's user may not create or write, one another user owns, a device it
 // may not read), and warnings for a filesystem whose latency is not a
 // disk's, which the daemon flags with diskcanary_probe_target_warning.
-// config.CheckHost's refusals (symlinks, etcd's own directories, ...) come
-// first; Preflight assumes the path passed them.
+// CheckHost's refusals (symlinks, etcd's own directories, ...) come first;
+// Preflight assumes the path passed them.
 func Preflight(c config.Probe) (warnings []string, err error) {
 	if c.Device != "" {
 		// Opened O_RDONLY; the kernel's answer for the effective uid,

@@ -232,7 +232,7 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return &exitError{checkExitNotKnown, err}
 	}
-	if err := config.CheckProbeDir(abs); err != nil {
+	if err := probes.CheckProbeDir(abs); err != nil {
 		return &exitError{checkExitNotKnown, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
 	}
 	dir = abs

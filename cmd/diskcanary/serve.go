@@ -164,7 +164,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if enabled["probes"] {
 		// The host, not only the file: no symlinks, devices or etcd data
 		// directories as write targets, at check time and before any write.
-		if err := c.CheckHost(); err != nil {
+		if err := probes.CheckHost(c); err != nil {
 			return err
 		}
 	}

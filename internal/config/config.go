@@ -337,11 +337,13 @@ func (c *Config) Validate() error {
 	return c.Smart.validate(c.src)
 }
 
-func (p *Probe) errorf(format string, args ...any) error {
+// Errorf is an error about the probe that names it and, when it came from
+// a file, its first line: probes.CheckHost's refusals read like the file's.
+func (p *Probe) Errorf(format string, args ...any) error {
 	return p.refuse(0, format, args...)
 }
 
-// refuse is errorf naming line, or the probe's first line when line is 0.
+// refuse is Errorf naming line, or the probe's first line when line is 0.
 func (p *Probe) refuse(line int, format string, args ...any) error {
 	if line == 0 {
 		line = p.Line

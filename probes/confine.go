@@ -1,4 +1,4 @@
-package config
+package probes
 
 import (
 	"errors"
@@ -10,15 +10,18 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
-// ProbeFilePrefix starts the name of every file a probe creates; it must
-// equal probes.filePrefix (a probes test checks). A probe directory may hold
-// these and nothing a probe could be mistaken for owning.
-const ProbeFilePrefix = ".diskcanary-"
+// filePrefix starts the name of every file a probe creates, so they are
+// easy to recognise and to clean up (README "Removal"), and CheckProbeDir
+// can tell a dedicated mount (only these and lost+found) from one that
+// holds other data.
+const filePrefix = ".diskcanary-"
 
 // CheckHost checks the probe directories against the host as it is now, on
-// top of Validate's checks of the file alone. `serve --config.check` and
+// top of config.Validate's checks of the file alone. `serve --config.check` and
 // `serve` at startup run it, so a config that would write somewhere it must
 // not is refused before the first write. It refuses:
 //   - a relative path or one with a ".." element: the daemon's working
@@ -38,17 +41,17 @@ const ProbeFilePrefix = ".diskcanary-"
 // A directory that does not exist yet is accepted: the probe creates it
 // (but never its parents) and reports a missing mount as a probe failure.
 // A randread probe's device: must be a block device now (CheckProbeDevice).
-func (c *Config) CheckHost() error {
+func CheckHost(c *config.Config) error {
 	for i := range c.Probes.Targets {
 		p := &c.Probes.Targets[i]
 		if p.Dir != "" {
 			if err := CheckProbeDir(p.Dir); err != nil {
-				return p.errorf("probes.targets[].dir: %v", err)
+				return p.Errorf("probes.targets[].dir: %v", err)
 			}
 		}
 		if p.Device != "" {
 			if err := CheckProbeDevice(p.Device); err != nil {
-				return p.errorf("probes.targets[].device: %v", err)
+				return p.Errorf("probes.targets[].device: %v", err)
 			}
 		}
 	}
@@ -56,10 +59,10 @@ func (c *Config) CheckHost() error {
 }
 
 var (
-	// ErrUnsafeProbeDir is wrapped by every CheckProbeDir refusal.
-	ErrUnsafeProbeDir = errors.New("unsafe probe directory")
-	// ErrNotBlockDevice is wrapped by every CheckProbeDevice refusal.
-	ErrNotBlockDevice = errors.New("not a block device")
+	// errUnsafeProbeDir is wrapped by every CheckProbeDir refusal.
+	errUnsafeProbeDir = errors.New("unsafe probe directory")
+	// errNotBlockDevice is wrapped by every CheckProbeDevice refusal.
+	errNotBlockDevice = errors.New("not a block device")
 )
 
 // CheckProbeDevice checks a randread probe's device: it must exist and be a
@@ -71,19 +74,19 @@ func CheckProbeDevice(dev string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(dev, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("%s: %w: it does not exist; name a disk, e.g. /dev/disk/by-id/...", dev, ErrNotBlockDevice)
+			return fmt.Errorf("%s: %w: it does not exist; name a disk, e.g. /dev/disk/by-id/...", dev, errNotBlockDevice)
 		}
 		return fmt.Errorf("%s: %w", dev, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return fmt.Errorf("%s: %w: it is %s; device: takes a disk, e.g. /dev/disk/by-id/...", dev, ErrNotBlockDevice, FileKind(st.Mode))
+		return fmt.Errorf("%s: %w: it is %s; device: takes a disk, e.g. /dev/disk/by-id/...", dev, errNotBlockDevice, fileKind(st.Mode))
 	}
 	return nil
 }
 
-// FileKind names a file type from its st_mode, for refusals that say what
+// fileKind names a file type from its st_mode, for refusals that say what
 // was found where a directory, a regular file or a block device belongs.
-func FileKind(mode uint32) string {
+func fileKind(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFIFO:
 		return "a FIFO"
@@ -106,7 +109,7 @@ func FileKind(mode uint32) string {
 // CheckProbeDir applies CheckHost's rules to one directory.
 func CheckProbeDir(dir string) error {
 	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("%s: %w: %s", dir, ErrUnsafeProbeDir, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%s: %w: %s", dir, errUnsafeProbeDir, fmt.Sprintf(format, args...))
 	}
 	if !filepath.IsAbs(dir) {
 		return refuse("not an absolute path")
@@ -266,7 +269,7 @@ func foreignEntry(dir string) (string, error) {
 	for {
 		names, err := f.Readdirnames(64)
 		for _, n := range names {
-			if n != "lost+found" && !strings.HasPrefix(n, ProbeFilePrefix) {
+			if n != "lost+found" && !strings.HasPrefix(n, filePrefix) {
 				return n, nil
 			}
 		}

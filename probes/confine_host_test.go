@@ -1,4 +1,4 @@
-package config
+package probes
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 func TestCheckProbeDirRefusals(t *testing.T) {
@@ -44,7 +46,7 @@ func TestCheckProbeDirRefusals(t *testing.T) {
 		{"/", "is the root of a mounted filesystem that holds other data"},
 	} {
 		err := CheckProbeDir(tc.dir)
-		require.ErrorIs(t, err, ErrUnsafeProbeDir, tc.dir)
+		require.ErrorIs(t, err, errUnsafeProbeDir, tc.dir)
 		require.ErrorContains(t, err, tc.want, tc.dir)
 	}
 
@@ -72,13 +74,13 @@ func TestCheckProbeDirRefusesBlockDevice(t *testing.T) {
 		}
 	}
 	err := CheckProbeDir(dev)
-	require.ErrorIs(t, err, ErrUnsafeProbeDir)
+	require.ErrorIs(t, err, errUnsafeProbeDir)
 	require.ErrorContains(t, err, "is a block device; write probes never write to a device")
 
 	// Through CheckHost, the error names the probe (and its line when from a file).
-	c, err := Parse([]byte("probes:\n  targets:\n    - name: wal\n      kind: wal\n      dir: " + dev + "\n"))
+	c, err := config.Parse([]byte("probes:\n  targets:\n    - name: wal\n      kind: wal\n      dir: " + dev + "\n"))
 	require.NoError(t, err, "the file alone is valid: only the host says it is a device")
-	err = c.CheckHost()
+	err = CheckHost(c)
 	require.ErrorContains(t, err, `line 3: probe "wal": probes.targets[].dir: `+dev)
 	require.ErrorContains(t, err, "is a block device")
 }
@@ -102,12 +104,12 @@ func TestCheckProbeDirMountRoot(t *testing.T) {
 	require.False(t, notRoot)
 
 	require.NoError(t, os.Mkdir(filepath.Join(mnt, "lost+found"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(mnt, ProbeFilePrefix+"wal-wal"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, filePrefix+"wal-wal"), nil, 0o600))
 	require.NoError(t, CheckProbeDir(mnt), "only lost+found and probe files")
 
 	require.NoError(t, os.WriteFile(filepath.Join(mnt, "data.db"), nil, 0o600))
 	err = CheckProbeDir(mnt)
-	require.ErrorIs(t, err, ErrUnsafeProbeDir)
+	require.ErrorIs(t, err, errUnsafeProbeDir)
 	require.ErrorContains(t, err, "is the root of a mounted filesystem that holds other data (data.db); use a dedicated subdirectory, e.g. "+filepath.Join(mnt, "diskcanary"))
 	require.NoError(t, CheckProbeDir(filepath.Join(mnt, "diskcanary")))
 }
@@ -132,7 +134,7 @@ func TestCheckProbeDirThroughSymlinkedParents(t *testing.T) {
 			"/member/diskcanary, which is inside an etcd member directory " + etcd + "/member; use a sibling of the etcd data directory on the same filesystem",
 	} {
 		err := CheckProbeDir(dir)
-		require.ErrorIs(t, err, ErrUnsafeProbeDir, dir)
+		require.ErrorIs(t, err, errUnsafeProbeDir, dir)
 		require.EqualError(t, err, want)
 	}
 	// Symlinked parents that lead elsewhere are fine, existing or not.
@@ -158,7 +160,7 @@ func TestCheckProbeDevice(t *testing.T) {
 		go func() { done <- CheckProbeDevice(dev) }()
 		select {
 		case err := <-done:
-			require.ErrorIs(t, err, ErrNotBlockDevice, dev)
+			require.ErrorIs(t, err, errNotBlockDevice, dev)
 			require.EqualError(t, err, want)
 		case <-time.After(2 * time.Second):
 			t.Fatalf("CheckProbeDevice(%s) blocked", dev)
@@ -166,9 +168,9 @@ func TestCheckProbeDevice(t *testing.T) {
 	}
 
 	// Through CheckHost, before the daemon opens anything.
-	c, err := Parse([]byte("probes:\n  targets:\n    - name: rr\n      kind: randread\n      device: " + fifo + "\n"))
+	c, err := config.Parse([]byte("probes:\n  targets:\n    - name: rr\n      kind: randread\n      device: " + fifo + "\n"))
 	require.NoError(t, err, "the file alone is valid: only the host says it is a FIFO")
-	require.EqualError(t, c.CheckHost(), `line 3: probe "rr": probes.targets[].device: `+fifo+": not a block device: it is a FIFO; device: takes a disk, e.g. /dev/disk/by-id/...")
+	require.EqualError(t, CheckHost(c), `line 3: probe "rr": probes.targets[].device: `+fifo+": not a block device: it is a FIFO; device: takes a disk, e.g. /dev/disk/by-id/...")
 
 	// A block device, also through a symlink as in /dev/disk/by-id.
 	dev := ""
