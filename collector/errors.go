@@ -378,7 +378,7 @@ func btrfsSingleDevice(base string) (name, devinfo string, ok bool) {
 // resolve their directories): in a container, the filesystems mounted
 // into it, the probe directories' among them.
 func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
-	mounts, err := blockdev.Mounts(p.paths.Proc("self/mountinfo"))
+	mounts, err := blockdev.Mounts(p.paths.Proc())
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/spf13/cobra"
 
+	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/probes"
 )
@@ -48,8 +49,7 @@ func completeDevices(cmd *cobra.Command, args []string, toComplete string) ([]co
 	}
 	var names []cobra.Completion
 	for _, e := range entries {
-		// sysfs writes a '/' in a kernel name as '!' (cciss!c0d0).
-		name := strings.ReplaceAll(e.Name(), "!", "/")
+		name := blockdev.NameFromSysfs(e.Name())
 		if strings.HasPrefix(name, toComplete) && !slices.Contains(args, name) {
 			names = append(names, name)
 		}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
+	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/iostat"
 )
@@ -134,7 +135,7 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 		OmitIdle: f.omitIdle,
 		// iostat -dx without -p lists whole devices: those in /sys/block.
 		WholeDisk: func(name string) bool {
-			_, err := os.Stat(f.paths.Sys("block", strings.ReplaceAll(name, "/", "!")))
+			_, err := os.Stat(f.paths.Sys("block", blockdev.SysfsName(name)))
 			return err == nil
 		},
 	}

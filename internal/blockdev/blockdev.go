@@ -4,14 +4,15 @@
 package blockdev
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +47,7 @@ func Resolve(path, procfs, sysfs string) (Target, error) {
 		return Target{}, fmt.Errorf("stat %s: %w", abs, err)
 	}
 	t := Target{Path: abs, Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev)}
-	m, err := findMount(filepath.Join(procfs, "self/mountinfo"), abs, t.Major, t.Minor)
+	m, err := findMount(procfs, abs, t.Major, t.Minor)
 	if err != nil {
 		return t, err
 	}
@@ -73,7 +74,7 @@ func KernelName(sysfs string, major, minor uint32) string {
 	if err != nil {
 		return ""
 	}
-	return filepath.Base(link)
+	return NameFromSysfs(filepath.Base(link))
 }
 
 // Mount is one line of mountinfo (proc(5)):
@@ -94,53 +95,60 @@ type Mount struct {
 	ReadOnly, SuperReadOnly bool
 }
 
-// Mounts reads a mountinfo file (/proc/self/mountinfo).
-func Mounts(mountinfo string) ([]Mount, error) {
-	f, err := os.Open(mountinfo)
+// Mounts reads this process's mount table, procfsRoot/self/mountinfo, with
+// procfs's parser. That parser leaves the kernel's octal escapes in place
+// (\040 for a space, \011, \012, \134), so the mountpoint and source are
+// unescaped here to be paths. It refuses the whole file on a line it cannot
+// parse (the kernel writes none) or one over 64 KiB (its bufio.Scanner's
+// limit; the longest real lines, overlay mounts with many lowerdirs, are a
+// few KiB).
+func Mounts(procfsRoot string) ([]Mount, error) {
+	fs, err := procfs.NewFS(procfsRoot)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var ms []Mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 6 || sep+3 >= len(fields) {
-			continue
-		}
-		var m Mount
-		maj, min, _ := strings.Cut(fields[2], ":")
-		ma, err1 := strconv.ParseUint(maj, 10, 32)
-		mi, err2 := strconv.ParseUint(min, 10, 32)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		m.Major, m.Minor = uint32(ma), uint32(mi)
-		m.Mountpoint = unescape(fields[4])
-		m.ReadOnly = hasOption(fields[5], "ro")
-		m.FSType, m.Source = fields[sep+1], unescape(fields[sep+2])
-		super := fields[sep+3]
-		m.SuperReadOnly = hasOption(super, "ro") || hasOption(super, "emergency_ro") || hasOption(super, "shutdown")
-		ms = append(ms, m)
+	infos, err := fs.GetMounts()
+	if pe := (*iofs.PathError)(nil); err != nil && !errors.As(err, &pe) {
+		err = fmt.Errorf("%s: %w", filepath.Join(procfsRoot, "self/mountinfo"), err) // a parse error does not name the file
 	}
-	return ms, sc.Err()
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]Mount, 0, len(infos))
+	for _, info := range infos {
+		majS, minS, _ := strings.Cut(info.MajorMinorVer, ":")
+		major, err1 := strconv.ParseUint(majS, 10, 32)
+		minor, err2 := strconv.ParseUint(minS, 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s: mount %d: MAJ:MIN %q is not two numbers", filepath.Join(procfsRoot, "self/mountinfo"), info.MountID, info.MajorMinorVer)
+		}
+		_, ro := info.Options["ro"]
+		ms = append(ms, Mount{
+			Major: uint32(major), Minor: uint32(minor),
+			Mountpoint:    unescape(info.MountPoint),
+			FSType:        info.FSType,
+			Source:        unescape(info.Source),
+			ReadOnly:      ro,
+			SuperReadOnly: hasAny(info.SuperOptions, "ro", "emergency_ro", "shutdown"),
+		})
+	}
+	return ms, nil
 }
 
-func hasOption(opts, o string) bool { return slices.Contains(strings.Split(opts, ","), o) }
+func hasAny(opts map[string]string, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := opts[k]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 // findMount picks the mountinfo entry with the longest mountpoint prefix of
 // path, preferring one whose MAJ:MIN matches the file's st_dev (bind mounts
 // and stacked mounts).
-func findMount(mountinfo, path string, major, minor uint32) (Mount, error) {
-	ms, err := Mounts(mountinfo)
+func findMount(procfsRoot, path string, major, minor uint32) (Mount, error) {
+	ms, err := Mounts(procfsRoot)
 	if err != nil {
 		return Mount{}, err
 	}
@@ -158,7 +166,7 @@ func findMount(mountinfo, path string, major, minor uint32) (Mount, error) {
 		}
 	}
 	if bestLen < 0 {
-		return best, fmt.Errorf("no mount found for %s in %s", path, mountinfo)
+		return best, fmt.Errorf("no mount found for %s in %s", path, filepath.Join(procfsRoot, "self/mountinfo"))
 	}
 	return best, nil
 }
@@ -177,7 +185,7 @@ func unescape(s string) string {
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s)+0 && i+3 <= len(s)-1+1 {
+		if s[i] == '\\' && i+3 < len(s) {
 			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
 				b.WriteByte(byte(v))
 				i += 3

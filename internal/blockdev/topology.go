@@ -12,14 +12,24 @@ import (
 // the visited set in collectDisks; this only bounds the stack.
 const maxStackDepth = 16
 
+// The kernel names a device with a "/" in it (cciss/c0d0, as
+// /proc/diskstats and iostat print it); a sysfs entry cannot hold a "/", so
+// sysfs spells that name with "!" (/sys/block/cciss!c0d0).
+
+// SysfsName is a kernel device name as sysfs spells it.
+func SysfsName(name string) string { return strings.ReplaceAll(name, "/", "!") }
+
+// NameFromSysfs is the kernel device name of a sysfs entry: the name in
+// /proc/diskstats and in the device label.
+func NameFromSysfs(entry string) string { return strings.ReplaceAll(entry, "!", "/") }
+
 // SysfsDir returns the sysfs directory of a kernel block device, disk or
 // partition, with symlinks resolved (so its parent directory is the whole
 // disk for a partition). It tries /sys/class/block first (every disk and
 // partition has a link there), then /sys/block/NAME and /sys/block/*/NAME
 // for trees that have no class directory. "" when the device is unknown.
 func SysfsDir(sysfs, name string) string {
-	// /proc/diskstats prints "cciss/c0d0"; sysfs spells it "cciss!c0d0".
-	name = strings.ReplaceAll(name, "/", "!")
+	name = SysfsName(name)
 	candidates := []string{
 		filepath.Join(sysfs, "class/block", name),
 		filepath.Join(sysfs, "block", name),
@@ -49,7 +59,7 @@ func WholeDisk(sysfs, name string) (string, bool) {
 	if _, err := os.Stat(filepath.Join(dir, "partition")); err != nil {
 		return name, false
 	}
-	return strings.ReplaceAll(filepath.Base(filepath.Dir(dir)), "!", "/"), true
+	return NameFromSysfs(filepath.Base(filepath.Dir(dir))), true
 }
 
 // PhysicalDisks returns the whole disks under a device, sorted: a
@@ -88,6 +98,6 @@ func collectDisks(sysfs, name string, depth int, visited, disks map[string]bool)
 		return
 	}
 	for _, s := range slaves {
-		collectDisks(sysfs, strings.ReplaceAll(s.Name(), "!", "/"), depth+1, visited, disks)
+		collectDisks(sysfs, NameFromSysfs(s.Name()), depth+1, visited, disks)
 	}
 }

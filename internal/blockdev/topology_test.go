@@ -94,3 +94,29 @@ func TestAdversarialSlavesMesh(t *testing.T) {
 	// Every device of the mesh reaches the one disk, once.
 	require.Equal(t, []string{"sda"}, PhysicalDisks(sys, "dm-0"))
 }
+
+// A kernel name with a "/" (the cciss driver's cciss/c0d0, as
+// /proc/diskstats prints it) is spelled with "!" in sysfs; every name
+// blockdev hands out is the diskstats spelling, so it joins the device
+// label.
+func TestSlashInKernelName(t *testing.T) {
+	require.Equal(t, "cciss!c0d0", SysfsName("cciss/c0d0"))
+	require.Equal(t, "cciss/c0d0p1", NameFromSysfs("cciss!c0d0p1"))
+	require.Equal(t, "sda1", SysfsName("sda1"))
+
+	sys := t.TempDir()
+	disk := "devices/pci0/cciss0/c0d0/block/cciss!c0d0"
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, disk, "cciss!c0d0p1"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, disk, "cciss!c0d0p1/partition"), []byte("1\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/block"), 0o755))
+	require.NoError(t, os.Symlink("../../"+disk, filepath.Join(sys, "class/block/cciss!c0d0")))
+	require.NoError(t, os.Symlink("../../"+disk+"/cciss!c0d0p1", filepath.Join(sys, "class/block/cciss!c0d0p1")))
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "dev/block"), 0o755))
+	require.NoError(t, os.Symlink("../../"+disk+"/cciss!c0d0p1", filepath.Join(sys, "dev/block/104:1")))
+
+	require.Equal(t, "cciss/c0d0p1", KernelName(sys, 104, 1))
+	disk0, part := WholeDisk(sys, "cciss/c0d0p1")
+	require.True(t, part)
+	require.Equal(t, "cciss/c0d0", disk0)
+	require.Equal(t, []string{"cciss/c0d0"}, PhysicalDisks(sys, "cciss/c0d0p1"))
+}
