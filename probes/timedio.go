@@ -31,6 +31,36 @@ import (
 // finish the op. `check`, which serves nothing while it measures, runs
 // with the collector off and uses raw syscalls (raw=true), so the runtime
 // does nothing while an op is in flight, as in fio; the daemon never does.
+//
+// A Go upgrade can break this. Three runtime internals are reached by
+// go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
+// syscall.Syscall does around a syscall, with our clock reads inside), and
+// runtime.nanotime in ops.go (the vDSO clock; nosplit, so callable in
+// syscall state). The Go 1.23+ linker refuses a pull linkname
+// unless the runtime marks the symbol as linkable; these three are, kept
+// for other users (the runtime's comments: "Do not remove or change the
+// type signature. See go.dev/issue/67401"). What can go wrong, and how we
+// would notice:
+//   - the runtime stops exporting one: `go build` fails at link time;
+//   - its contract changes (what it needs from the caller's frame, what
+//     may run between the two calls): the runtime throws at the first
+//     timed op ("entersyscall inconsistent sp", "exitsyscall: syscall
+//     frame is no longer valid"), and every probe test fails;
+//   - it links and runs but no longer hands the P over, so a hung disk
+//     stalls every garbage collection, and /metrics with it:
+//     TestTimedOpInFlightDoesNotHoldItsP fails within seconds, and
+//     TestHungFdatasyncStallsAndRecovers (DISKCANARY_E2E=1) hangs until
+//     go test kills it;
+//   - the //go:nosplit chain below outgrows the linker's nosplit limit
+//     (a bigger frame in unix.RawSyscall6 or the atomics): `go build`
+//     fails with "nosplit stack over N byte limit".
+//
+// The fallback is timedio_race.go's plain path, which race builds take
+// already: the same ops through unix.Syscall6, timed by nanotime around
+// the call. It loses the reason for all this (the wait for a P after the
+// syscall lands in each sample again), so its figures read high under
+// load; it still needs runtime.nanotime, whose stand-in would be
+// time.Since from a start time taken at init.
 
 //go:linkname entersyscall runtime.entersyscall
 func entersyscall()

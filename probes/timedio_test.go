@@ -1,0 +1,90 @@
+package probes
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// userfaultfd(2) ABI (include/uapi/linux/userfaultfd.h); x/sys/unix has
+// only the syscall number.
+const (
+	uffdAPI               = 0xaa
+	uffdioAPI             = 0xc018aa3f // _IOWR(0xAA, 0x3F, struct uffdio_api)
+	uffdioRegister        = 0xc020aa00 // _IOWR(0xAA, 0x00, struct uffdio_register)
+	uffdioRegisterMissing = 1
+)
+
+// A timed op in flight must not hold its P: the daemon's timed I/O enters
+// syscall state by hand (timedio.go links runtime.entersyscall), so that a
+// garbage collection's stop-the-world does not wait for a disk that hangs.
+// If a Go upgrade leaves the linkname in place but it no longer hands the P
+// over, this fails in seconds, where the FUSE test of a hung fdatasync
+// (TestHungFdatasyncStallsAndRecovers) would freeze the whole test binary.
+//
+// The op is held without FUSE: pread into a page that a userfaultfd traps,
+// released when the only other holder of the userfaultfd, a `sleep 2`,
+// exits (the kernel then retries the fault as an ordinary one).
+func TestTimedOpInFlightDoesNotHoldItsP(t *testing.T) {
+	uffd, _, errno := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC, 0, 0)
+	if errno != 0 {
+		t.Skipf("skipping: userfaultfd for kernel faults needs root or vm.unprivileged_userfaultfd=1: %v", errno)
+	}
+	uffdFile := os.NewFile(uffd, "userfaultfd")
+	defer uffdFile.Close()
+	api := struct{ api, features, ioctls uint64 }{api: uffdAPI}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uffd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
+		t.Skipf("skipping: UFFDIO_API: %v", errno)
+	}
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(buf)
+	reg := struct{ start, len, mode, ioctls uint64 }{
+		start: uint64(uintptr(unsafe.Pointer(&buf[0]))), len: 4096, mode: uffdioRegisterMissing}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uffd, uffdioRegister, uintptr(unsafe.Pointer(&reg))); errno != 0 {
+		t.Skipf("skipping: UFFDIO_REGISTER: %v", errno)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("skipping: no sleep(1) to hold the userfaultfd")
+	}
+
+	path := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.WriteFile(path, make([]byte, 4096), 0o600))
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+
+	holder := exec.Command(sleep, "2")
+	holder.ExtraFiles = []*os.File{uffdFile}
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	uffdFile.Close() // the sleep now holds the only reference
+
+	fl := newInflight()
+	readDone := make(chan time.Time, 1)
+	start := time.Now()
+	go func() {
+		_, _, err := timedPread(fl, false, fd, buf, 0)
+		readDone <- time.Now()
+		if err != nil {
+			t.Errorf("pread: %v", err)
+		}
+	}()
+	require.Eventually(t, func() bool { return fl.age() > 0 }, 2*time.Second, time.Millisecond, "the read never started")
+	time.Sleep(50 * time.Millisecond) // into the fault
+
+	runtime.GC()
+	gcAt := time.Now()
+	readAt := <-readDone
+	require.Greater(t, readAt.Sub(start), time.Second, "the read did not block on the trapped page: the test proves nothing")
+	require.True(t, gcAt.Before(readAt),
+		"runtime.GC waited %v for a read in flight: timedPread's syscall state (runtime.entersyscall via go:linkname) no longer releases the P; see timedio.go", gcAt.Sub(start))
+}
