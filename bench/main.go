@@ -34,28 +34,34 @@ import (
 // params are a scenario's settings; the suite sets each scenario's, flags
 // override them.
 type params struct {
-	Dir       string        // where the disk comparisons run
-	Rounds    int           // interleaved rounds
-	Samples   int           // ops per tool per round
-	Gap       time.Duration // the paced WAL probe's gap (fio --thinktime)
-	Ops       int           // fdatasyncs per WAL burst
-	FUSEDelay time.Duration // run on the FUSE test filesystem, this much per fdatasync
-	Reads     bool          // also the 4k read probe against fio's random reads
-	Check     bool          // also `diskcanary check`, judged against the daemon
-	NodeBPF   bool          // references under the daemon's eBPF program
-	Rates     []int         // etcd-vs-daemon: puts per second
-	MaxPhase  time.Duration // etcd-vs-daemon: longest phase per source
-	Interval  time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step
-	Duration  time.Duration // scrape-load: continuous load; soak: the whole run
-	Scrapers  int           // scrape-load: concurrent scrapers
-	Devices   int           // diskstats-vs-node-exporter: synthetic devices (up to 1000)
-	Tolerance float64       // iostat-vs-sysstat: each column within this share of sysstat's
+	Dir        string        // where the disk comparisons run
+	Rounds     int           // interleaved rounds
+	Samples    int           // ops per tool per round
+	Gap        time.Duration // the paced WAL probe's gap (fio --thinktime)
+	Ops        int           // fdatasyncs per WAL burst
+	FUSEDelay  time.Duration // run on the FUSE test filesystem, this much per fdatasync
+	Reads      bool          // also the 4k read probe against fio's random reads
+	Check      bool          // also `diskcanary check`, judged against the daemon
+	NodeBPF    bool          // references under the daemon's eBPF program
+	Rates      []int         // etcd-vs-daemon: puts per second
+	MaxPhase   time.Duration // etcd-vs-daemon: longest phase per source
+	Interval   time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step
+	Duration   time.Duration // scrape-load: continuous load; soak: the whole run
+	Scrapers   int           // scrape-load: concurrent scrapers
+	Devices    int           // diskstats-vs-node-exporter: synthetic devices (up to 1000)
+	Tolerance  float64       // iostat-vs-sysstat: each column within this share of sysstat's
+	Nodes      []int         // fleet-scale: simulated fleet sizes, one run each
+	Steady     time.Duration // fleet-scale: the window at the end of each run for medians and maxima
+	PerCluster int           // fleet-scale: nodes per cluster
+	Slow       float64       // fleet-scale: share of slow nodes
+	Keep       bool          // fleet-scale: keep the results, logs and templates
 }
 
 var defaults = params{
 	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: 10 * time.Millisecond, Ops: 50,
 	Reads: true, Check: true, NodeBPF: true, Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
 	Interval: 10 * time.Second, Duration: 60 * time.Second, Scrapers: 50, Devices: 1000, Tolerance: 0.02,
+	Nodes: []int{100, 1000, 5000}, Steady: 10 * time.Minute, PerCluster: 100, Slow: 0.02,
 }
 
 // scenario is one entry of the suite.
@@ -96,17 +102,17 @@ var suite = []scenario{
 		"go", "test", "-run", "^$", "-bench", "Classify", "-benchmem", "-count", "5", "./internal/kmsg/"),
 	// About 3.6 h and 10 GiB of RAM at 100, 1,000 and 5,000 nodes for 70
 	// minutes each: run it alone (go run ./bench fleet-scale), or
-	// bench/fleet-scale 20 100 1000 for a shorter look.
-	command("fleet-scale", "fleet at scale: one Prometheus, the shipped rules (100 1000 5000 nodes, 70 min each)",
-		"bench/fleet-scale", "70", "100", "1000", "5000"),
+	// go run ./bench -duration 20m -nodes 100,1000 fleet-scale for a
+	// shorter look.
+	{"fleet-scale", "fleet at scale: one Prometheus, the shipped rules (100 1000 5000 nodes, 70 min each)", fleetScale,
+		func(p *params) { p.Duration = 70 * time.Minute }, ""},
 }
 
 // command is a scenario that runs a program and passes when it exits 0:
-// the Go benchmarks of the packages, and the benches still in shell.
+// the Go benchmarks of the packages.
 func command(name, title string, argv ...string) scenario {
 	return scenario{name, title, func(r *run, _ params) bool {
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "DISKCANARY="+diskcanary)
 		var out bytes.Buffer
 		cmd.Stdout = io.MultiWriter(&out, os.Stdout)
 		cmd.Stderr = cmd.Stdout
@@ -144,6 +150,11 @@ func main() {
 	fl.IntVar(&p.Scrapers, "scrapers", p.Scrapers, "scrape-load: concurrent scrapers")
 	fl.IntVar(&p.Devices, "devices", p.Devices, "diskstats-vs-node-exporter: synthetic block devices (1..1000)")
 	fl.Float64Var(&p.Tolerance, "tolerance", p.Tolerance, "iostat-vs-sysstat: each column within this share of sysstat's")
+	nodes := fl.String("nodes", "100,1000,5000", "fleet-scale: simulated fleet sizes, one run each")
+	fl.DurationVar(&p.Steady, "steady", p.Steady, "fleet-scale: the window at the end of each run for medians and maxima")
+	fl.IntVar(&p.PerCluster, "nodes-per-cluster", p.PerCluster, "fleet-scale: nodes per cluster")
+	fl.Float64Var(&p.Slow, "slow", p.Slow, "fleet-scale: share of nodes whose probes are slow (8x)")
+	fl.BoolVar(&p.Keep, "keep", false, "fleet-scale: keep the temporary directory (results, logs, templates)")
 	flag.Parse()
 	if *list {
 		for _, s := range suite {
@@ -152,7 +163,10 @@ func main() {
 		return
 	}
 	var err error
-	if p.Rates, err = parseRates(*rates); err != nil {
+	if p.Rates, err = positives("rates", *rates); err != nil {
+		fatal(err)
+	}
+	if p.Nodes, err = positives("nodes", *nodes); err != nil {
 		fatal(err)
 	}
 	chosen, err := choose(flag.Args())
@@ -253,6 +267,9 @@ func override(sp, flags params, given map[string]bool) params {
 		"interval":  func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
 		"scrapers": func() { sp.Scrapers = flags.Scrapers }, "devices": func() { sp.Devices = flags.Devices },
 		"tolerance": func() { sp.Tolerance = flags.Tolerance },
+		"nodes":     func() { sp.Nodes = flags.Nodes }, "steady": func() { sp.Steady = flags.Steady },
+		"nodes-per-cluster": func() { sp.PerCluster = flags.PerCluster }, "slow": func() { sp.Slow = flags.Slow },
+		"keep": func() { sp.Keep = flags.Keep },
 	} {
 		if given[name] {
 			apply()
@@ -276,12 +293,13 @@ func commandFor(s scenario) string {
 	return strings.Join(append(args, s.name), " ")
 }
 
-func parseRates(s string) ([]int, error) {
+// positives reads flag name's comma-separated positive integers.
+func positives(name, s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		var n int
 		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n <= 0 {
-			return nil, fmt.Errorf("-rates %q: want positive puts per second, comma-separated", s)
+			return nil, fmt.Errorf("-%s %q: want positive integers, comma-separated", name, s)
 		}
 		out = append(out, n)
 	}

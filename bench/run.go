@@ -97,6 +97,7 @@ func (r *run) need(tools ...string) {
 
 var debianPackage = map[string]string{
 	"fio": "fio", "hey": "hey", "etcd": "etcd-server", "bpftrace": "bpftrace", "iostat": "sysstat", "losetup": "util-linux",
+	"chrt": "util-linux", "prometheus": "prometheus", "promtool": "prometheus",
 }
 
 func (r *run) needRoot(why string) {

@@ -112,11 +112,7 @@ func (r *run) serve(config string, flags ...string) *daemon {
 	return &daemon{p: p, url: "http://" + addr + "/metrics"}
 }
 
-// stop ends the daemon now (testenv's cleanup would, later).
-func (d *daemon) stop() {
-	_ = d.p.Cmd.Process.Signal(syscall.SIGTERM)
-	<-d.p.Done
-}
+func (d *daemon) stop() { stopProcess(d.p) }
 
 // histogram reads one of the daemon's native histograms.
 func (d *daemon) histogram(r *run, metric, probe string) *read.Histogram {

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// A cut of a real capture (bench/fleet-scale's daemon.prom): the probe
+// A cut of a real capture (the fleet-scale scenario's daemon.prom): the probe
 // target, one of the capturing machine's loop devices beside the probe's
 // disk, a probe histogram with the daemon's bucket edges, a diskstats
 // counter, identity labels and the exporter's own runtime series.

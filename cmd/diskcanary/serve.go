@@ -207,7 +207,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		ErrorHandling: promhttp.ContinueOnError,
 		// Scrapes only read memory; this bounds a scrape storm, not slow
 		// disks. 100 leaves room for many Prometheus replicas and ad-hoc
-		// curls (bench/scrape-load runs 50 at once without a 503). A client
+		// curls (go run ./bench scrape-load runs 50 at once without a 503). A client
 		// that never reads holds its slot until --web.write-timeout.
 		MaxRequestsInFlight: f.maxRequests,
 	}), logger))

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
+	"github.com/diskcanary/diskcanary/internal/testenv"
+)
+
+// fleetScale: how many nodes one Prometheus holds with diskcanary's
+// shipped rules, measured, not assumed (issue 17).
+//
+// Once, the templates: a real `diskcanary serve` built from this tree (the
+// default wal + randread probes on a temp dir, diskstats, the eBPF block
+// request histograms when permitted, SMART through the project's fake
+// smartctl answering with a real NVMe `smartctl --json`) is scraped once:
+// its /metrics gives the families, label sets and bucket edges. A real
+// 3-member etcd cluster (when installed) is scraped once too: the etcd
+// families the rules read (the etcd verdict joins them per node).
+//
+// Then for each of -nodes, one after the other, each with a fresh
+// Prometheus:
+//
+//   - bench/fleetsim serves N nodes, each on its own loopback address like
+//     a node's own exporter, values moving between scrapes (fleetsim's own
+//     doc says how), clusters of -nodes-per-cluster, -slow of them 8×
+//     slower on the probes' path so the drift rules have outliers to find;
+//   - Debian's prometheus scrapes them through file_sd: scrape interval
+//     30 s, timeout 10 s (the shipped PodMonitor's), evaluation interval
+//     30 s, the rule file alerts/diskcanary-rules.yml as it is in the tree
+//     now; its own metrics and fleetsim's every 15 s;
+//   - after -duration, `fleetsim report` reads Prometheus' self-metrics
+//     (rule group evaluation times over the last -steady, missed
+//     iterations, head series, RSS, CPU, scrape durations, the slowest
+//     rules, the alerts).
+//
+// At the end `fleetsim table` prints the tables (markdown, for
+// docs/benchmarks.md) and where one Prometheus runs out.
+//
+// -duration 70m fills every 1h window and leaves -steady 10m of
+// full-window evaluations; a shorter run says how full its 1h windows
+// were. Not simulated: week-old data (the `offset 1w` halves of the
+// self-drift rules read nothing) and the 2-hourly head compaction. Time:
+// -duration + 1-2 min per N + ~1 min for the templates. Memory:
+// Prometheus held 263 MiB at N=100, 2.3 GiB at 1,000 and 13.0 GiB at
+// 5,000 (2026-11-24/25): an N whose 300 MiB + 3 MiB × N exceeds
+// MemAvailable is refused.
+func fleetScale(r *run, p params) bool {
+	r.need("prometheus", "promtool")
+	if p.Steady >= p.Duration {
+		r.Fatalf("-steady %v must be shorter than -duration %v", p.Steady, p.Duration)
+	}
+	var avail float64
+	fmt.Sscan(strings.TrimSuffix(firstField("/proc/meminfo", "MemAvailable"), " kB"), &avail)
+	largest := 0
+	for _, n := range p.Nodes {
+		if n < 1 || n > 62500 {
+			r.Fatalf("-nodes: %d is not in 1..62500", n)
+		}
+		if need := 300 + 3*n; float64(need) >= avail/1024 {
+			r.Fatalf("N=%d needs about %d MiB for Prometheus, %.0f MiB available", n, need, avail/1024)
+		}
+		largest = max(largest, n)
+	}
+	// One connection and one listener per target, on both sides: the
+	// children inherit the limit.
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
+		lim.Cur = lim.Max
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+		if lim.Cur <= uint64(3*largest+1000) {
+			fmt.Fprintf(os.Stderr, "warning: open-file limit %d is low for N=%d\n", lim.Cur, largest)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "diskcanary-fleet-scale.")
+	if err != nil {
+		r.Fatal(err)
+	}
+	r.Cleanup(func() {
+		if p.Keep {
+			runs, _ := filepath.Glob(filepath.Join(tmp, "run-*", "data"))
+			for _, d := range runs {
+				os.RemoveAll(d)
+			}
+			fmt.Fprintln(os.Stderr, "kept", tmp)
+			return
+		}
+		os.RemoveAll(tmp)
+	})
+	wall0 := time.Now()
+	fleetsim := filepath.Join(tmp, "fleetsim")
+	r.exec("go", "build", "-o", fleetsim, "./bench/fleetsim")
+	rules := filepath.Join(tmp, "rules.yml")
+	b, err := os.ReadFile("alerts/diskcanary-rules.yml")
+	if err != nil {
+		r.Fatal(err)
+	}
+	if err := os.WriteFile(rules, b, 0o644); err != nil {
+		r.Fatal(err)
+	}
+	rev := strings.TrimSpace(string(r.exec("git", "rev-parse", "--short", "HEAD")))
+	if exec.Command("git", "diff", "--quiet", "HEAD", "--", "alerts/").Run() != nil {
+		rev += " (rules modified)"
+	}
+	r.exec("promtool", "check", "rules", rules)
+
+	daemonTpl := r.daemonTemplate(tmp)
+	simArgs := []string{"-template", daemonTpl}
+	if etcdTpl := r.etcdTemplate(tmp); etcdTpl != "" {
+		simArgs = append(simArgs, "-etcd-template", etcdTpl, "-rules", rules)
+	}
+	promVersion := strings.SplitN(string(r.exec("prometheus", "--version")), "\n", 2)[0]
+	fmt.Printf("fleet-scale: N = %v, %v each (medians over the last %v), clusters of %d, %g slow; %s\n",
+		p.Nodes, p.Duration, p.Steady, p.PerCluster, p.Slow, promVersion)
+
+	var results []string
+	firstLog := ""
+	for _, n := range p.Nodes {
+		t0 := time.Now()
+		run := filepath.Join(tmp, fmt.Sprintf("run-%d", n))
+		sd, data := filepath.Join(run, "sd"), filepath.Join(run, "data")
+		for _, d := range []string{sd, data} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				r.Fatal(err)
+			}
+		}
+		promAddr, selfAddr := testenv.FreeAddr(r), testenv.FreeAddr(r)
+		_, simPort, _ := strings.Cut(testenv.FreeAddr(r), ":")
+		promYAML := filepath.Join(run, "prometheus.yml")
+		if err := os.WriteFile(promYAML, []byte(fmt.Sprintf(`global:
+  scrape_interval: 30s
+  scrape_timeout: 10s
+  evaluation_interval: 30s
+rule_files: [%s]
+scrape_configs:
+  - job_name: diskcanary
+    file_sd_configs: [{files: [%s/diskcanary.json]}]
+  - job_name: etcd
+    file_sd_configs: [{files: [%s/etcd.json]}]
+  - job_name: prometheus
+    scrape_interval: 15s
+    static_configs: [{targets: ['%s']}]
+  - job_name: fleetsim
+    scrape_interval: 15s
+    static_configs: [{targets: ['%s']}]
+`, rules, sd, sd, promAddr, selfAddr)), 0o644); err != nil {
+			r.Fatal(err)
+		}
+		r.exec("promtool", "check", "config", promYAML)
+		fmt.Printf("=== N=%d (%s UTC)\n", n, time.Now().UTC().Format("15:04:05"))
+		sim := testenv.StartProcess(r, fleetsim, append([]string{"serve"}, append(simArgs, "-nodes", strconv.Itoa(n),
+			"-nodes-per-cluster", strconv.Itoa(p.PerCluster), "-slow", strconv.FormatFloat(p.Slow, 'g', -1, 64),
+			"-port", simPort, "-self", selfAddr, "-sd", sd)...)...)
+		if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
+			st, err := os.Stat(filepath.Join(sd, "diskcanary.json"))
+			return err == nil && st.Size() > 0 || exited(sim)
+		}) || exited(sim) {
+			r.Fatalf("fleetsim did not start")
+		}
+		simLog, _ := os.ReadFile(sim.Log)
+		fmt.Print(string(simLog))
+		if firstLog == "" {
+			firstLog = strings.SplitN(string(simLog), "\n", 2)[0]
+		}
+		prom := testenv.StartProcess(r, "prometheus", "--config.file", promYAML, "--storage.tsdb.path", data,
+			"--storage.tsdb.retention.time", "1d", "--web.listen-address", promAddr)
+		if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
+			resp, err := http.Get("http://" + promAddr + "/-/ready")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == http.StatusOK || exited(prom)
+		}) || exited(prom) {
+			r.Fatalf("prometheus did not start")
+		}
+		start := time.Now()
+		report := []string{"report", "-prometheus", "http://" + promAddr, "-nodes", strconv.Itoa(n), "-start", strconv.FormatInt(start.Unix(), 10)}
+		for left := time.Until(start.Add(p.Duration)); left > 0; left = time.Until(start.Add(p.Duration)) {
+			time.Sleep(min(left, 5*time.Minute))
+			brief := exec.Command(fleetsim, append(report, "-brief")...)
+			brief.Stdout, brief.Stderr = os.Stdout, os.Stderr
+			_ = brief.Run()
+		}
+		result := filepath.Join(run, "result.json")
+		r.exec(fleetsim, append(report, "-steady", p.Steady.String(), "-wall", strconv.Itoa(int(time.Since(t0).Seconds())), "-out", result)...)
+		results = append(results, result)
+		stopProcess(prom)
+		stopProcess(sim)
+		os.RemoveAll(data)
+		promLog, _ := os.ReadFile(prom.Log)
+		shown := 0
+		for _, l := range strings.Split(string(promLog), "\n") {
+			if (strings.Contains(l, "level=error") || strings.Contains(l, "level=warn")) && !strings.Contains(l, "SIGTERM") && shown < 5 {
+				fmt.Println(l)
+				shown++
+			}
+		}
+	}
+	r.printf("fleet at scale: one Prometheus, the shipped rules; %s, %s, diskcanary %s, %v in all.\n",
+		time.Now().UTC().Format("2006-01-02"), machine(), rev, time.Since(wall0).Round(time.Minute))
+	r.printf("One fleetsim process serves every node: %s (first run).\n\n", firstLog)
+	r.printf("%s", r.exec(fleetsim, append([]string{"table"}, results...)...))
+	return true
+}
+
+func exited(p *testenv.Process) bool {
+	select {
+	case <-p.Done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopProcess ends p now (testenv's cleanup would, later).
+func stopProcess(p *testenv.Process) {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	<-p.Done
+}
+
+// daemonTemplate captures a real daemon's /metrics: the default probe
+// kinds and names, with short cycles and a small working set only so the
+// capture takes seconds (the simulation uses the defaults), and SMART
+// answered by the fake smartctl with a real NVMe capture for the disk the
+// probes run on.
+func (r *run) daemonTemplate(tmp string) string {
+	probeDir := filepath.Join(tmp, "probe")
+	if err := os.MkdirAll(probeDir, 0o755); err != nil {
+		r.Fatal(err)
+	}
+	disk := "sda"
+	if dev, err := exec.Command("findmnt", "-no", "SOURCE", "-T", probeDir).Output(); err == nil {
+		disk = filepath.Base(strings.TrimSpace(string(dev)))
+		if parent, err := exec.Command("lsblk", "-no", "PKNAME", strings.TrimSpace(string(dev))).Output(); err == nil {
+			if f := strings.Fields(string(parent)); len(f) > 0 {
+				disk = f[0]
+			}
+		}
+	}
+	fixture, err := filepath.Abs("internal/smart/testdata/nvme-healthy-v7.5-beszel.json")
+	if err != nil {
+		r.Fatal(err)
+	}
+	fake, _ := json.Marshal(smarttest.FakeConfig{
+		Scan:    []map[string]string{{"name": "/dev/" + disk, "type": "nvme", "protocol": "NVMe"}},
+		Devices: map[string]smarttest.FakeDevice{"/dev/" + disk: {Fixture: fixture}},
+	})
+	fakeConfig := filepath.Join(tmp, "fake.json")
+	config := filepath.Join(tmp, "dc.yml")
+	for f, content := range map[string]string{fakeConfig: string(fake), config: fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, interval: 1s, ops: 10, min_free: 1MiB}
+    - {name: randread, kind: randread, dir: %s, interval: 1s, ops: 10, working_set: 16MiB, min_free: 1MiB}
+smart:
+  smartctl: %s
+`, probeDir, probeDir, smarttest.Build(r))} {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			r.Fatal(err)
+		}
+	}
+	addr := testenv.FreeAddr(r)
+	cmd := exec.Command(diskcanary, "serve", "--config.file", config, "--web.listen-address", addr, "--log.level", "warn")
+	cmd.Env = append(os.Environ(), "FAKESMARTCTL_CONFIG="+fakeConfig)
+	d := testenv.StartCmd(r, cmd)
+	want := []string{"diskcanary_fdatasync_duration_seconds_count", "diskcanary_read_duration_seconds_count", "diskcanary_smart_device_info",
+		"diskcanary_disk_info", "diskcanary_disk_request_duration_seconds_count"}
+	var page string
+	var missing []string
+	waitFor(60*time.Second, 500*time.Millisecond, func() bool {
+		page, _ = scrapeText("http://" + addr + "/metrics")
+		missing = nil
+		for _, w := range want {
+			if !strings.HasPrefix(page, w) && !strings.Contains(page, "\n"+w) {
+				missing = append(missing, w)
+			}
+		}
+		return len(missing) == 0
+	})
+	stopProcess(d)
+	if page == "" {
+		r.Fatal("diskcanary serve did not answer")
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "warning: the template lacks %v (blocklatency needs root and BTF)\n", missing)
+	}
+	tpl := filepath.Join(tmp, "daemon.prom")
+	if err := os.WriteFile(tpl, []byte(page), 0o644); err != nil {
+		r.Fatal(err)
+	}
+	return tpl
+}
+
+// etcdTemplate captures a real 3-member etcd cluster's /metrics, or says
+// why not and returns "": then the etcd rules run on no etcd series.
+func (r *run) etcdTemplate(tmp string) string {
+	if _, err := exec.LookPath("etcd"); err != nil {
+		fmt.Fprintln(os.Stderr, "note: etcd is not installed (apt-get install etcd-server): the etcd rules run on no etcd series")
+		return ""
+	}
+	var client, peer [3]string
+	var cluster []string
+	for i := range 3 {
+		client[i], peer[i] = testenv.FreeAddr(r), testenv.FreeAddr(r)
+		cluster = append(cluster, fmt.Sprintf("e%d=http://%s", i, peer[i]))
+	}
+	var members []*testenv.Process
+	for i := range 3 {
+		members = append(members, testenv.StartProcess(r, "etcd", "--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(tmp, "etcd", strconv.Itoa(i)),
+			"--listen-client-urls", "http://"+client[i], "--advertise-client-urls", "http://"+client[i],
+			"--listen-peer-urls", "http://"+peer[i], "--initial-advertise-peer-urls", "http://"+peer[i],
+			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new", "--logger", "zap", "--log-level", "error"))
+	}
+	defer func() {
+		for _, m := range members {
+			stopProcess(m)
+		}
+	}()
+	base := "http://" + client[0]
+	waitFor(20*time.Second, 200*time.Millisecond, func() bool {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	for range 20 {
+		if resp, err := http.Post(base+"/v3/kv/put", "application/json", strings.NewReader(`{"key": "Zm9v", "value": "YmFy"}`)); err == nil {
+			resp.Body.Close()
+		}
+	}
+	var page string
+	waitFor(30*time.Second, 500*time.Millisecond, func() bool {
+		page, _ = scrapeText(base + "/metrics")
+		return strings.Contains(page, "\netcd_network_peer_round_trip_time_seconds_count")
+	})
+	if !strings.Contains(page, "\netcd_disk_wal_fsync_duration_seconds_count") {
+		fmt.Fprintln(os.Stderr, "warning: no etcd metrics captured: the etcd rules run on no etcd series")
+		return ""
+	}
+	tpl := filepath.Join(tmp, "etcd.prom")
+	if err := os.WriteFile(tpl, []byte(page), 0o644); err != nil {
+		r.Fatal(err)
+	}
+	return tpl
+}
