@@ -55,7 +55,6 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 
 	type exporter struct {
 		url, series, collector string
-		labels                 map[string]string
 		pid                    int
 		scrape, took           []float64 // seconds
 	}
@@ -63,9 +62,12 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		{url: dc.url, series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds", pid: dc.p.Cmd.Process.Pid},
 		{url: neURL, series: "node_disk_reads_completed_total", collector: "node_scrape_collector_duration_seconds", pid: ne.Cmd.Process.Pid},
 	}
+	// Uncompressed, as curl asked for it: gzip is work of its own, and
+	// not the collectors'.
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	scrape := func(e *exporter) (time.Duration, read.Metrics) {
 		t0 := time.Now()
-		resp, err := http.Get(e.url)
+		resp, err := client.Get(e.url)
 		if err != nil {
 			r.Fatal(err)
 		}
@@ -185,7 +187,7 @@ func writeDeviceTree(r *run, proc, sys string, devices int) (sysfsFiles int) {
 			set("wwid", fmt.Sprintf("eui.%016x", i))
 		default:
 			major = 253
-			fmt.Sscanf(n, "dm-%d", &minor)
+			_, _ = fmt.Sscanf(n, "dm-%d", &minor) // built as dm-N above
 			set("dm/name", fmt.Sprintf("vg-lv%d", i))
 			set("dm/uuid", fmt.Sprintf("LVM-%d", i))
 			files[filepath.Join(d, "slaves", names[minor*2])] = ""

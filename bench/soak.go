@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
@@ -99,7 +100,7 @@ smart:
 	}
 	var kernel float64
 	for _, l := range strings.Split(string(io), "\n") {
-		fmt.Sscanf(l, "write_bytes: %f", &kernel)
+		_, _ = fmt.Sscanf(l, "write_bytes: %f", &kernel) // fails on every other line
 	}
 
 	n := len(rows)
@@ -118,7 +119,7 @@ smart:
 			return stats.Median(xs)
 		}
 		q2, q4 := quarter(n/4, n/2), quarter(3*n/4, n)
-		mx := slices.MaxFunc(rows, func(a, b []float64) int { return int(a[i] - b[i]) })[i]
+		mx := slices.MaxFunc(rows, func(a, b []float64) int { return cmp.Compare(a[i], b[i]) })[i]
 		// Flat within noise: RSS within 10 %, counts within 2.
 		tol := 2.0
 		if name == "rss_kib" {
@@ -196,7 +197,7 @@ func procStatus(r *run, pid int, field string) float64 {
 	for _, l := range strings.Split(string(b), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && k == field {
 			var x float64
-			fmt.Sscan(strings.TrimSpace(v), &x)
+			_, _ = fmt.Sscan(strings.TrimSpace(v), &x)
 			return x
 		}
 	}
