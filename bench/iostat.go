@@ -69,11 +69,21 @@ func iostatVsSysstat(r *run, p params) bool {
 		{name: "sysstat iostat -dxy " + interval + " " + count + " " + dev, cmd: exec.Command("iostat", "-dxy", interval, count, dev)},
 		{name: "diskcanary iostat -y " + dev + " " + interval + " " + count, cmd: exec.Command(diskcanary, "iostat", "-y", dev, interval, count)},
 	}
+	// Failures are reported from here: a Fatal unwinds only its own
+	// goroutine's stack.
+	errs := make([]error, len(tools))
 	var wg sync.WaitGroup
 	for i := range tools {
-		wg.Go(func() { tools[i].out = r.output(tools[i].cmd) })
+		wg.Go(func() { tools[i].out, errs[i] = tools[i].cmd.Output() })
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.Fatalf("%s: %v\n%s", tools[i].name, err, ee.Stderr)
+		} else if err != nil {
+			r.Fatalf("%s: %v", tools[i].name, err)
+		}
+	}
 	var reports [2][]read.IostatReport
 	for i, t := range tools {
 		r.printf("\n%s:\n", t.name)

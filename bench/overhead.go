@@ -36,7 +36,7 @@ func probeOverhead(r *run, p params) bool {
 		r.Fatal(err)
 	}
 	r.Cleanup(func() { os.RemoveAll(dir) })
-	if where(dir) != dir+" (tmpfs)" {
+	if fsType(dir) != "tmpfs" {
 		r.Fatalf("%s is not tmpfs", dir)
 	}
 	test := filepath.Join(r.TempDir(), "probes.test")

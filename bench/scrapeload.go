@@ -151,6 +151,7 @@ smart:
 		if err := scrapers.Start(); err != nil {
 			r.Fatal(err)
 		}
+		r.Cleanup(func() { _ = scrapers.Process.Kill() }) // when a fio run fails under it
 		time.Sleep(time.Second)
 		fioRun()
 		_ = scrapers.Process.Signal(syscall.SIGINT)

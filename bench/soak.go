@@ -53,6 +53,7 @@ smart:
 	cmd := exec.Command(diskcanary, "serve", "--config.file", configFile, "--web.listen-address", addr, "--log.level", "warn")
 	var log lockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it dies with the bench
 	if err := cmd.Start(); err != nil {
 		r.Fatal(err)
 	}

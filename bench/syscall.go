@@ -91,6 +91,7 @@ tracepoint:syscalls:sys_exit_fdatasync /@s[tid]/ { printf("%%lld\n", nsecs - @s[
 END { clear(@s); }`, comm))
 	var stderr bytes.Buffer
 	bt.Stderr = &stderr
+	bt.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it dies with the bench
 	if err := bt.Start(); err != nil {
 		r.Fatal(err)
 	}

@@ -212,11 +212,19 @@ func nodeBPFSaid(on bool) string {
 
 // where names a directory for a heading: path and filesystem type.
 func where(dir string) string {
+	if fs := fsType(dir); fs != "" {
+		return fmt.Sprintf("%s (%s)", dir, fs)
+	}
+	return dir
+}
+
+// fsType names the filesystem dir is on, "" when unknown.
+func fsType(dir string) string {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
-		return dir
+		return ""
 	}
-	return fmt.Sprintf("%s (%s)", dir, fsName[st.Type])
+	return fsName[st.Type]
 }
 
 var fsName = map[int64]string{0xef53: "ext2/ext3", 0x58465342: "xfs", 0x9123683e: "btrfs", 0x01021994: "tmpfs", 0x65735546: "fuse"}
