@@ -62,7 +62,7 @@ func fleetScale(r *run, p params) bool {
 		r.Fatalf("-steady %v must be shorter than -duration %v", p.Steady, p.Duration)
 	}
 	var avail float64
-	fmt.Sscan(strings.TrimSuffix(firstField("/proc/meminfo", "MemAvailable"), " kB"), &avail)
+	_, _ = fmt.Sscan(strings.TrimSuffix(firstField("/proc/meminfo", "MemAvailable"), " kB"), &avail) // 0 fails the check below
 	largest := 0
 	for _, n := range p.Nodes {
 		if n < 1 || n > 62500 {

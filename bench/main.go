@@ -27,8 +27,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // params are a scenario's settings; the suite sets each scenario's, flags
@@ -220,7 +221,7 @@ func main() {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", x.name, x.verdict, x.took)
 		}
 		b.WriteString("\n")
-		sections.WriteTo(&b)
+		b.Write(sections.Bytes())
 		if err := writeGenerated(*report, b.Bytes()); err != nil {
 			fatal(err)
 		}
@@ -333,7 +334,7 @@ func machine() string {
 	cpu := firstField("/proc/cpuinfo", "model name")
 	mem := firstField("/proc/meminfo", "MemTotal")
 	var kib float64
-	fmt.Sscan(strings.TrimSuffix(mem, " kB"), &kib)
+	_, _ = fmt.Sscan(strings.TrimSuffix(mem, " kB"), &kib)
 	var u unix.Utsname
 	_ = unix.Uname(&u)
 	return fmt.Sprintf("%d CPUs (%s), %.0f GiB RAM, kernel %s", runtime.NumCPU(), cpu, kib/(1<<20), unix.ByteSliceToString(u.Release[:]))

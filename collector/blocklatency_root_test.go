@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-	"unsafe"
 
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
 	"github.com/diskcanary/diskcanary/internal/config"

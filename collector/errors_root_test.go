@@ -137,7 +137,7 @@ func TestKernelLogRestartDoesNotRecount(t *testing.T) {
 	s := waitSeries(t, second, "the marker", func(s map[string]float64) bool { return s["diskcanary_kernel_log_records_total{}"] >= 1 }, nil)
 	require.NotContains(t, s, key, "errors logged before the restart were counted again")
 
-	s = waitSeries(t, second, key, func(s map[string]float64) bool { return s[key] >= 1 }, func() { failDirect(t, dev) })
+	waitSeries(t, second, key, func(s map[string]float64) bool { return s[key] >= 1 }, func() { failDirect(t, dev) })
 	m.Do(t, "io-error none")
 	time.Sleep(500 * time.Millisecond) // the last records reach the reader
 	s = scrape(t, second)

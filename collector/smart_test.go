@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"github.com/diskcanary/diskcanary/internal/testenv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/smart"
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 // smartStatusCollector exposes a fixed runner status through the part's own

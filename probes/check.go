@@ -608,7 +608,7 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 		if o.KeepWorkingSet {
 			res.WorkingSetFile, remove = remove, ""
 		} else {
-			defer s.dir.remove(file)
+			defer func() { _ = s.dir.remove(file) }()
 		}
 	}
 	st := *res

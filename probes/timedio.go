@@ -32,8 +32,8 @@ import (
 // with the collector off and uses raw syscalls (raw=true), so the runtime
 // does nothing while an op is in flight, as in fio; the daemon never does.
 //
-// A Go upgrade can break this. Three runtime internals are reached by
-// go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
+// A Go upgrade can break this. Three runtime internals are reached
+// by go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
 // syscall.Syscall does around a syscall, with our clock reads inside), and
 // runtime.nanotime in ops.go (the vDSO clock; nosplit, so callable in
 // syscall state). The Go 1.23+ linker refuses a pull linkname

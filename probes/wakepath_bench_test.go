@@ -74,7 +74,7 @@ func BenchmarkWakePathAB(b *testing.B) {
 	goSleep := func() { time.Sleep(gap) }
 	rawSleep := func() {
 		ts := unix.NsecToTimespec(gap.Nanoseconds())
-		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+		_, _, _ = unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 	}
 	tickerEvery := func(d time.Duration) func() {
 		stop := make(chan struct{})

@@ -75,7 +75,9 @@ func reportMain(args []string) error {
 	eval := fs.Duration("evaluation-interval", 30*time.Second, "the rule evaluation interval")
 	out := fs.String("out", "", "write the result here as JSON (default: stdout)")
 	brief := fs.Bool("brief", false, "print one progress line instead")
-	fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *nodes < 1 || *start == 0 {
 		return errors.New("report: -nodes and -start are required")
 	}

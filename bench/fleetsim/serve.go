@@ -42,7 +42,9 @@ func serveMain(args []string) error {
 	self := fs.String("self", "127.0.0.1:19741", "address of the simulator's own /metrics")
 	sd := fs.String("sd", "", "directory for the file_sd target files diskcanary.json and etcd.json (required)")
 	seed := fs.Uint64("seed", 1, "random seed")
-	fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *daemonTpl == "" || *sd == "" {
 		return errors.New("serve: -template and -sd are required")
 	}
@@ -123,11 +125,13 @@ func serveMain(args []string) error {
 			w.Header().Set("Content-Encoding", "gzip")
 			gz := gzs.Get().(*gzip.Writer)
 			gz.Reset(w)
-			gz.Write(*bp)
+			// A write fails only when Prometheus gave up on the scrape, which
+			// its own scrape metrics report.
+			_, _ = gz.Write(*bp)
 			gz.Close()
 			gzs.Put(gz)
 		} else {
-			w.Write(*bp)
+			_, _ = w.Write(*bp)
 		}
 		bufs.Put(bp)
 	})
@@ -144,14 +148,14 @@ func serveMain(args []string) error {
 		lns = append(lns, ln)
 	}
 	for _, ln := range lns {
-		go srv.Serve(ln)
+		go serveHTTP(srv, ln)
 	}
 	selfSrv := &http.Server{Addr: *self, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
 	selfLn, err := net.Listen("tcp", *self)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	go selfSrv.Serve(selfLn)
+	go serveHTTP(selfSrv, selfLn)
 
 	// The target lists last: Prometheus starts scraping when they appear.
 	if err := writeJSON(filepath.Join(*sd, "etcd.json"), esd); err != nil {
@@ -168,9 +172,18 @@ func serveMain(args []string) error {
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
-	selfSrv.Shutdown(sctx)
+	// Past the 5 s, a scrape still running is cut: the run is over.
+	_ = srv.Shutdown(sctx)
+	_ = selfSrv.Shutdown(sctx)
 	return nil
+}
+
+// serveHTTP serves until Shutdown, and says so if a listener fails before:
+// its targets then read down in Prometheus, and the run is not the fleet's.
+func serveHTTP(srv *http.Server, ln net.Listener) {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(os.Stderr, "fleetsim: serving %s: %v\n", ln.Addr(), err)
+	}
 }
 
 func podSuffix(r *rand.Rand) string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -97,7 +98,7 @@ func selectors(e parser.Expr) []selector {
 		}
 		sel := selector{name: vs.Name}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName {
+			if m.Name == model.MetricNameLabel {
 				if m.Type == labels.MatchEqual {
 					sel.name = m.Value
 				}

@@ -60,11 +60,7 @@ func Build(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "smartctl")
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			goBin = "go"
-		}
-		cmd := exec.Command(goBin, "build", "-o", binPath, ".")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = &buildError{out: string(out), err: err}
