@@ -40,24 +40,27 @@ func (r *run) onTestFS(delay time.Duration) string {
 	return mnt
 }
 
+// target is where a fio comparison runs: the -fuse-delay test filesystem
+// (no reads there, and check needs --allow-unsafe-fs, never a pass
+// without it) or the -dir directory; title names it in the table.
+func (r *run) target(p params) (dir, title string, reads bool, unsafe []string) {
+	if p.FUSEDelay > 0 {
+		return r.onTestFS(p.FUSEDelay), fmt.Sprintf("the FUSE test filesystem with %v per fdatasync", p.FUSEDelay),
+			false, []string{"--allow-unsafe-fs"}
+	}
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		r.Fatal(err)
+	}
+	return p.Dir, where(p.Dir), p.Reads, nil
+}
+
 // probesVsFIO interleaves rounds of fio's etcd recipe (back to back) and
 // its 4k O_DIRECT random read against check's fio-etcd and randread
 // profiles, on the same directory and the same pre-written working set.
 // Verdict on the paired ratio: p50 within ±5 %, p99 within ±10 % or 25 µs.
 func probesVsFIO(r *run, p params) bool {
 	r.need("fio")
-	dir, title, reads := p.Dir, "", p.Reads
-	var unsafe []string
-	if p.FUSEDelay > 0 {
-		dir, reads = r.onTestFS(p.FUSEDelay), false
-		title = fmt.Sprintf("the FUSE test filesystem with %v per fdatasync", p.FUSEDelay)
-		unsafe = []string{"--allow-unsafe-fs"} // never a pass without it
-	} else {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			r.Fatal(err)
-		}
-		title = where(dir)
-	}
+	dir, title, reads, unsafe := r.target(p)
 	const ws = "1GiB"
 	rs := filepath.Join(dir, ".diskcanary-check-readset")
 	if reads {
@@ -121,18 +124,7 @@ func probesVsFIO(r *run, p params) bool {
 // the daemon the same way. Verdict: p50 within ±5 %, p99 within ±10 %.
 func daemonVsFIO(r *run, p params) bool {
 	r.need("fio")
-	dir, title, reads := p.Dir, "", p.Reads
-	var unsafe []string
-	if p.FUSEDelay > 0 {
-		dir, reads = r.onTestFS(p.FUSEDelay), false
-		title = fmt.Sprintf("the FUSE test filesystem, %v per fdatasync", p.FUSEDelay)
-		unsafe = []string{"--allow-unsafe-fs"}
-	} else {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			r.Fatal(err)
-		}
-		title = where(dir)
-	}
+	dir, title, reads, unsafe := r.target(p)
 	// The interval is the idle time between one burst's end and the next's
 	// start: one gap, so every op follows a gap as in fio and the daemon
 	// never idles longer than fio does.
