@@ -125,24 +125,7 @@ func probesVsFIO(r *run, p params) bool {
 func daemonVsFIO(r *run, p params) bool {
 	r.need("fio")
 	dir, title, reads, unsafe := r.target(p)
-	// The interval is the idle time between one burst's end and the next's
-	// start: one gap, so every op follows a gap as in fio and the daemon
-	// never idles longer than fio does.
-	walYAML := fmt.Sprintf(`probes:
-  targets:
-    - {name: wal, kind: wal, dir: %s, interval: %s, jitter: 0.01, ops: %d, gap: %s, daily_write_budget: 1TB, min_free: 1MB}
-smart: {enabled: false}
-diskstats: {enabled: false}
-`, dir, p.Gap, p.Ops, p.Gap)
-	// 100 reads every 100 ms: fio's thinktime below paces it the same way
-	// (back to back, fio's reads spanned 0.4 s against the probe's 6 s and
-	// missed the VM disk's every-few-seconds tail).
-	rrYAML := fmt.Sprintf(`probes:
-  targets:
-    - {name: rr, kind: randread, dir: %s, interval: 100ms, jitter: 0.01, ops: 100, working_set: 1GiB, min_free: 1MB}
-smart: {enabled: false}
-diskstats: {enabled: false}
-`, dir)
+	walYAML, rrYAML := pacedWALConfig(dir, p.Gap, p.Ops), pacedReadConfig(dir)
 	var dw, fw, cw, dr, fr []percentiles
 	daemonRound := func() {
 		d := r.serve(walYAML)
@@ -203,6 +186,32 @@ diskstats: {enabled: false}
 		table("check", cw, nil)
 	}
 	return ok
+}
+
+// pacedWALConfig is a daemon with one WAL probe on dir paced as fio's
+// etcd recipe with --thinktime=gap: the interval (the idle time between
+// one burst's end and the next's start) is one gap too, so every op
+// follows one gap as in fio, and the daemon never idles longer than fio.
+func pacedWALConfig(dir string, gap time.Duration, ops int) string {
+	return fmt.Sprintf(`probes:
+  targets:
+    - {name: wal, kind: wal, dir: %s, interval: %s, jitter: 0.01, ops: %d, gap: %s, daily_write_budget: 1TB, min_free: 1MB}
+smart: {enabled: false}
+diskstats: {enabled: false}
+`, dir, gap, ops, gap)
+}
+
+// pacedReadConfig is a daemon with one 4k read probe on dir: 100 reads
+// every 100 ms, which fioRandRead(..., 100, 100ms) paces the same way
+// (back to back, fio's reads spanned 0.4 s against the probe's 6 s and
+// missed the VM disk's every-few-seconds tail).
+func pacedReadConfig(dir string) string {
+	return fmt.Sprintf(`probes:
+  targets:
+    - {name: rr, kind: randread, dir: %s, interval: 100ms, jitter: 0.01, ops: 100, working_set: 1GiB, min_free: 1MB}
+smart: {enabled: false}
+diskstats: {enabled: false}
+`, dir)
 }
 
 func p50(p percentiles) float64 { return p.p50 }

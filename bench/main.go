@@ -92,7 +92,7 @@ var suite = []scenario{
 		"go", "test", "-run", "^$", "-bench", "SmartParseAndMetrics|Parse(ATA|NVMe|SCSI)", "-benchmem", "./collector/", "./internal/smart/"),
 	{"scrape-load", "scrape load (50 scrapers, 60 s)", scrapeLoad, func(p *params) {}, ""},
 	{"soak", "soak (30 min, probes every 100 ms)", soak, func(p *params) { p.Duration = 30 * time.Minute }, ""},
-	{"syscall-vs-tools", "each tool's fdatasync vs the kernel's syscall time (bpftrace)", syscallVsTools, func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
+	{"syscall-vs-tools", "each tool's fdatasync and 4k read vs the kernel's syscall time (bpftrace)", syscallVsTools, func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
 	command("blocklatency-vs-bpftrace", "block request latency vs bpftrace (same requests)",
 		"go", "test", "-run", "^$", "-bench", "BlocklatencyVsBpftrace", "-benchtime", "5x", "./collector/blocklatency/"),
 	command("blocklatency-cost", "block request latency cost (per request, per scrape)",

@@ -198,7 +198,9 @@ func procStatus(r *run, pid int, field string) float64 {
 	for _, l := range strings.Split(string(b), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && k == field {
 			var x float64
-			_, _ = fmt.Sscan(strings.TrimSpace(v), &x)
+			if _, err := fmt.Sscan(strings.TrimSpace(v), &x); err != nil {
+				r.Fatalf("/proc/%d/status: %s: %v", pid, field, err)
+			}
 			return x
 		}
 	}

@@ -13,15 +13,17 @@ import (
 	"github.com/diskcanary/diskcanary/probes"
 )
 
-// syscallVsTools: does each tool's own fdatasync number equal the time the
-// kernel spent in the syscall? bpftrace times every fdatasync from
+// syscallVsTools: does each tool's own number equal the time the kernel
+// spent in the syscall? bpftrace times every fdatasync (and pread64) from
 // sys_enter to sys_exit (the kernel's view: no user-space clock, no
 // scheduler wait after the syscall) while, in turn on the same directory,
 //
 //   - daemon: diskcanary serve with one paced wal probe, its native
 //     histogram over a window of Samples ops (what the alerts read);
 //   - check: diskcanary check --profile etcd --gap (raw samples);
-//   - fio: the etcd recipe with --thinktime of the gap,
+//   - fio: the etcd recipe with --thinktime of the gap;
+//   - with -reads, the daemon's 4k read probe and fio's random reads of
+//     its working set, paced alike,
 //
 // and prints each tool's p50/p99 beside the kernel's for the same ops
 // (nearest rank of the traced durations, probes.Percentile). A tool whose
@@ -34,12 +36,7 @@ func syscallVsTools(r *run, p params) bool {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		r.Fatal(err)
 	}
-	walYAML := fmt.Sprintf(`probes:
-  targets:
-    - {name: wal, kind: wal, dir: %s, interval: 100ms, jitter: 0.01, ops: 50, gap: %s, daily_write_budget: 1TB, min_free: 1MB}
-smart: {enabled: false}
-diskstats: {enabled: false}
-`, p.Dir, p.Gap)
+	walYAML, rrYAML := pacedWALConfig(p.Dir, p.Gap, p.Ops), pacedReadConfig(p.Dir)
 	type row struct {
 		round       int
 		tool        string
@@ -49,7 +46,7 @@ diskstats: {enabled: false}
 	add := func(i int, tool string, own percentiles, kernel []time.Duration) {
 		k := percentiles{p50: us(probes.Percentile(kernel, 50)), p99: us(probes.Percentile(kernel, 99))}
 		rows = append(rows, row{i + 1, tool, own, k})
-		fmt.Printf("  round %d %s: own p50/p99 %.1f/%.1f µs, kernel %.1f/%.1f µs (%d fdatasyncs)\n", i+1, tool, own.p50, own.p99, k.p50, k.p99, len(kernel))
+		fmt.Printf("  round %d %s: own p50/p99 %.1f/%.1f µs, kernel %.1f/%.1f µs (%d syscalls)\n", i+1, tool, own.p50, own.p99, k.p50, k.p99, len(kernel))
 	}
 	for i := range p.Rounds {
 		// The trace spans the histogram's window: the same ops, up to the
@@ -57,38 +54,60 @@ diskstats: {enabled: false}
 		d := r.serve(walYAML, "--no-collector.errors", "--no-collector.blocklatency")
 		const metric = "diskcanary_fdatasync_duration_seconds"
 		d.started(r, metric, "wal")
-		untrace := r.traceFdatasync("diskcanary")
+		untrace := r.traceSyscall("fdatasync", "diskcanary")
 		w := d.windowSince(r, d.histogram(r, metric, "wal"), metric, "wal", p.Samples, 0)
 		kernel := untrace()
 		d.stop()
 		add(i, "daemon", histogramPercentiles(w), kernel)
 
-		untrace = r.traceFdatasync("diskcanary")
+		untrace = r.traceSyscall("fdatasync", "diskcanary")
 		c := r.check(p.Dir, "--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(p.Samples))
 		add(i, "check", checkPercentiles(c), untrace())
 
-		untrace = r.traceFdatasync("fio")
+		untrace = r.traceSyscall("fdatasync", "fio")
 		j := r.fioWAL(p.Dir, p.Samples, p.Gap)
 		add(i, "fio", fioPercentiles(r, j.Sync.Lat), untrace())
+
+		if !p.Reads {
+			continue
+		}
+		// The read probe, and fio's random reads of its working set paced
+		// alike (100 reads, then 100 ms): their 4 KiB pread64s.
+		d = r.serve(rrYAML, "--no-collector.errors", "--no-collector.blocklatency")
+		const readMetric = "diskcanary_read_duration_seconds"
+		d.started(r, readMetric, "rr")
+		untrace = r.traceSyscall("pread64", "diskcanary")
+		w = d.windowSince(r, d.histogram(r, readMetric, "rr"), readMetric, "rr", p.Samples, 0)
+		kernel = untrace()
+		d.stop()
+		add(i, "daemon read", histogramPercentiles(w), kernel)
+
+		untrace = r.traceSyscall("pread64", "fio")
+		j = r.fioRandRead(filepath.Join(p.Dir, ".diskcanary-rr-readset"), p.Samples, 100, 100*time.Millisecond)
+		add(i, "fio read", fioPercentiles(r, j.Read.Clat), untrace())
 	}
-	r.printf("each tool's fdatasync p50/p99 beside the kernel's (bpftrace sys_enter→sys_exit) for the same ops, %s, gap %v, %d rounds of %d (µs)\n",
+	r.printf("each tool's p50/p99 beside the kernel's (bpftrace sys_enter→sys_exit) for the same ops, %s, gap %v, %d rounds of %d (µs)\n",
 		where(p.Dir), p.Gap, p.Rounds, p.Samples)
-	r.printf("%-6s %-7s %9s %9s %9s %9s %8s %8s\n", "round", "tool", "own_p50", "kern_p50", "own_p99", "kern_p99", "p50_x", "p99_x")
+	r.printf("%-6s %-11s %9s %9s %9s %9s %8s %8s\n", "round", "tool", "own_p50", "kern_p50", "own_p99", "kern_p99", "p50_x", "p99_x")
 	for _, x := range rows {
-		r.printf("%-6d %-7s %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f\n", x.round, x.tool, x.own.p50, x.kernel.p50, x.own.p99, x.kernel.p99,
+		r.printf("%-6d %-11s %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f\n", x.round, x.tool, x.own.p50, x.kernel.p50, x.own.p99, x.kernel.p99,
 			x.own.p50/x.kernel.p50, x.own.p99/x.kernel.p99)
 	}
 	return true
 }
 
-// traceFdatasync starts timing every fdatasync of the processes named
-// comm in the kernel; the returned function stops it and returns the
-// durations.
-func (r *run) traceFdatasync(comm string) (stop func() []time.Duration) {
-	out := filepath.Join(r.TempDir(), "fdatasync.txt")
-	bt := exec.Command("bpftrace", "-q", "-o", out, "-e", fmt.Sprintf(`tracepoint:syscalls:sys_enter_fdatasync /comm == %q/ { @s[tid] = nsecs; }
-tracepoint:syscalls:sys_exit_fdatasync /@s[tid]/ { printf("%%lld\n", nsecs - @s[tid]); delete(@s[tid]); }
-END { clear(@s); }`, comm))
+// traceSyscall starts timing every call (fdatasync; pread64 of 4 KiB: a
+// probe's reads, not a runtime's file reads) of the processes named comm
+// in the kernel; the returned function stops it and returns the durations.
+func (r *run) traceSyscall(call, comm string) (stop func() []time.Duration) {
+	out := filepath.Join(r.TempDir(), call+".txt")
+	filter := fmt.Sprintf("comm == %q", comm)
+	if call == "pread64" {
+		filter += " && args->count == 4096"
+	}
+	bt := exec.Command("bpftrace", "-q", "-o", out, "-e", fmt.Sprintf(`tracepoint:syscalls:sys_enter_%[1]s /%[2]s/ { @s[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_%[1]s /@s[tid]/ { printf("%%lld\n", nsecs - @s[tid]); delete(@s[tid]); }
+END { clear(@s); }`, call, filter))
 	var stderr bytes.Buffer
 	bt.Stderr = &stderr
 	bt.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it dies with the bench
@@ -119,7 +138,7 @@ END { clear(@s); }`, comm))
 			r.Fatal(err)
 		}
 		if len(ds) == 0 {
-			r.Fatalf("bpftrace saw no fdatasync of %s", comm)
+			r.Fatalf("bpftrace saw no %s of %s", call, comm)
 		}
 		return ds
 	}

@@ -32,9 +32,9 @@ type smartCached struct {
 
 func newSmartPart(o Options) (Part, error) {
 	c := o.Config.Smart
-	targets := make([]smart.Target, 0, len(c.Devices))
+	devices := make([]smart.Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
-		targets = append(targets, smart.Target{Name: d.Name, Type: d.Type})
+		devices = append(devices, smart.Device{Name: d.Name, Type: d.Type})
 	}
 	return &smartPart{cache: map[string]smartCached{}, runner: smart.NewRunner(smart.RunnerConfig{
 		Smartctl:       c.Smartctl,
@@ -46,7 +46,7 @@ func newSmartPart(o Options) (Part, error) {
 		VanishedAfter:  c.VanishedAfter,
 		NoCheck:        c.NoCheck,
 		SelfTests:      selfTestConfig(&c.SelfTests),
-		Devices:        targets,
+		Devices:        devices,
 		Paths:          o.Paths,
 		Logger:         o.Logger,
 	})}, nil
@@ -248,7 +248,7 @@ func appendSmartDevice(ms []prometheus.Metric, d *smart.DeviceState) []prometheu
 	// which autodetection fills in when no -d was given.
 	typ := r.Type
 	if typ == "" {
-		typ = d.Target.Type
+		typ = d.Device.Type
 	}
 	gauge(smartInfoDesc, 1, r.Protocol, typ, r.Model, r.Serial, r.Firmware, r.WWN)
 	h := &r.Health

@@ -226,7 +226,7 @@ func TestSmartSelfTestConfig(t *testing.T) {
 
 func TestSmartMetricsNoDataDevice(t *testing.T) {
 	// A device never read yet (or never readable): freshness series only.
-	st := smart.DeviceState{Target: smart.Target{Name: "/dev/sdq"}, Label: "sdq", ExitStatus: -1, Timeouts: 3, Quarantined: true, MissingCapability: "CAP_SYS_RAWIO"}
+	st := smart.DeviceState{Device: smart.Device{Name: "/dev/sdq"}, Label: "sdq", ExitStatus: -1, Timeouts: 3, Quarantined: true, MissingCapability: "CAP_SYS_RAWIO"}
 	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: false, Devices: []smart.DeviceState{st}}}
 	want := `
 # HELP diskcanary_smart_collect_success Whether the last smartctl run read the device (or found it asleep and left it so).
@@ -451,15 +451,15 @@ func BenchmarkSmartScrape24(b *testing.B) {
 		"scsi-sas-hdd-grown-defects-260-uncorrected-smartctl-exporter.json",
 	}
 	fake := smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{}}
-	var targets []smart.Target
+	var devices []smart.Device
 	for i := range 24 {
 		name := "/dev/sd" + string(rune('a'+i))
 		fake.Devices[name] = smarttest.FakeDevice{Fixture: smarttest.Fixture(files[i%3])}
-		targets = append(targets, smart.Target{Name: name})
+		devices = append(devices, smart.Device{Name: name})
 	}
 	bin := smarttest.Install(b, fake)
 	r := smart.NewRunner(smart.RunnerConfig{Smartctl: bin, Interval: time.Hour, Timeout: 10 * time.Second, Concurrency: 4})
-	st, err := r.CollectOnce(context.Background(), targets)
+	st, err := r.CollectOnce(context.Background(), devices)
 	if err != nil || len(st.Devices) != 24 {
 		b.Fatalf("collect: %v, %d devices", err, len(st.Devices))
 	}

@@ -573,9 +573,9 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 		return res, err
 	}
 	defer s.close()
-	res.Device, res.Filesystem = s.target.Device, s.target.FSType
-	if s.target.Path != "" {
-		res.Path = s.target.Path
+	res.Device, res.Filesystem = s.backing.Device, s.backing.FSType
+	if s.backing.Path != "" {
+		res.Path = s.backing.Path
 	}
 	if w := s.dir.fsWarning(); w != "" {
 		res.Untrusted = fmt.Sprintf("%s: this filesystem does not tell the truth about a disk", w)

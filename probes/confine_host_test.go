@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
 func TestCheckProbeDirRefusals(t *testing.T) {
@@ -88,14 +89,7 @@ func TestCheckProbeDirRefusesBlockDevice(t *testing.T) {
 // A mounted filesystem's root is refused only when it holds someone else's
 // data; a dedicated mount with nothing but lost+found and probe files is fine.
 func TestCheckProbeDirMountRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := testenv.Tmpfs(t)
 	root, err := isMountRoot(mnt)
 	require.NoError(t, err)
 	require.True(t, root)

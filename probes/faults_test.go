@@ -238,15 +238,15 @@ func TestOverlayfsIsNamed(t *testing.T) {
 func TestDeviceFlushesCountARealDisksFlushes(t *testing.T) {
 	p := readyProbe(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: t.TempDir(), Ops: 20, MinFree: 1})
 	w := p.kind.(*walProbe)
-	if p.site.target.Device == "" {
+	if p.site.backing.Device == "" {
 		t.Skipf("skipping: no block device under %s", p.cfg.Dir)
 	}
 	before, ok := w.deviceFlushes()
-	require.True(t, ok, "flush count of %s (kernel ≥ 5.5)", p.site.target.Device)
+	require.True(t, ok, "flush count of %s (kernel ≥ 5.5)", p.site.backing.Device)
 	_, err := w.burst(daemonRunner(p), 20)
 	require.NoError(t, err)
 	after, ok := w.deviceFlushes()
 	require.True(t, ok)
-	require.GreaterOrEqual(t, after-before, uint64(20), "flushes on %s for 20 fdatasyncs", p.site.target.Device)
+	require.GreaterOrEqual(t, after-before, uint64(20), "flushes on %s for 20 fdatasyncs", p.site.backing.Device)
 	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = w.deviceFlushes() }))
 }

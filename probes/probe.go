@@ -203,7 +203,7 @@ func (p *probe) open() error {
 	}
 	p.site, p.kind = s, k
 	p.devGate = p.gate(s.gateKey)
-	t := s.target
+	t := s.backing
 	switch p.cfg.Kind {
 	case config.KindWAL:
 		p.obsWrite = p.m.write.WithLabelValues(p.cfg.Name, t.Path, t.Device)
@@ -222,7 +222,7 @@ func (p *probe) flagFlush(lying bool) {
 	}
 	if lying && !p.flushFlagged {
 		p.log.Warn("fdatasync is not reaching the device: results describe a cache, not the disk",
-			"probe", p.cfg.Name, "path", p.cfg.Dir, "device", p.site.target.Device)
+			"probe", p.cfg.Name, "path", p.cfg.Dir, "device", p.site.backing.Device)
 	}
 	p.flushFlagged = lying
 	p.m.warning.WithLabelValues(p.cfg.Name, "flush_not_reaching_device").Set(v)
@@ -240,16 +240,16 @@ func (p *probe) publishEtcdDataDir() {
 		p.log.Warn("cannot resolve the device under etcd's data directory: the canary cannot be checked against it",
 			"probe", p.cfg.Name, "etcd_data_dir", p.cfg.EtcdDataDir, "err", err)
 		e.Device = ""
-	} else if e.Device != p.site.target.Device {
+	} else if e.Device != p.site.backing.Device {
 		p.log.Warn("the WAL probe measures another disk than etcd's data directory is on",
-			"probe", p.cfg.Name, "device", p.site.target.Device, "etcd_data_dir", p.cfg.EtcdDataDir, "etcd_device", e.Device)
+			"probe", p.cfg.Name, "device", p.site.backing.Device, "etcd_data_dir", p.cfg.EtcdDataDir, "etcd_device", e.Device)
 	}
 	p.m.etcdDir.WithLabelValues(p.cfg.Name, p.cfg.EtcdDataDir, e.Device).Set(1)
 }
 
 // publishTarget exports target_info and the untrusted-filesystem warnings.
 func (p *probe) publishTarget() {
-	t := p.site.target
+	t := p.site.backing
 	p.m.targetInfo.DeletePartialMatch(prometheus.Labels{"probe": p.cfg.Name})
 	gap := ""
 	if p.cfg.Gap != nil {

@@ -20,7 +20,7 @@ type site struct {
 	dir     *probeDir // nil for a block device
 	devFD   int       // the block device's fd, -1 for a directory
 	devSize int64
-	target  blockdev.Target
+	backing blockdev.Backing
 	// gateKey identifies the block device under the target (or the
 	// filesystem's st_dev when that is unknown): bursts on one key take
 	// turns.
@@ -42,7 +42,7 @@ func openDirSite(path, procfs, sysfs string, log *slog.Logger) (*site, error) {
 		log.Warn("cannot resolve the device under the probe directory", "path", path, "err", err)
 		t.Path = path
 	}
-	s.target = t
+	s.backing = t
 	var st unix.Stat_t
 	if unix.Fstat(d.fd, &st) == nil {
 		s.fsDev = st.Dev
@@ -67,7 +67,7 @@ func openDeviceSite(path string, blockSize int64, procfs, sysfs string, log *slo
 	}
 	maj, min := unix.Major(st.Rdev), unix.Minor(st.Rdev)
 	return &site{procfs: procfs, sysfs: sysfs, log: log, devFD: fd, devSize: int64(size),
-		target:  blockdev.Target{Path: path, Major: maj, Minor: min, Device: blockdev.KernelName(sysfs, maj, min)},
+		backing: blockdev.Backing{Path: path, Major: maj, Minor: min, Device: blockdev.KernelName(sysfs, maj, min)},
 		gateKey: st.Rdev, fsDev: st.Rdev}, nil
 }
 
@@ -76,7 +76,7 @@ func (s *site) where() string {
 	if s.dir != nil {
 		return s.dir.path
 	}
-	return s.target.Path
+	return s.backing.Path
 }
 
 func (s *site) close() {

@@ -79,10 +79,10 @@ func (w *walProbe) open(s *site) error {
 	fillRandom(buf)
 	w.buf = buf
 	w.syncs = make([]time.Duration, 0, w.ops)
-	if s.target.Device != "" {
+	if s.backing.Device != "" {
 		// No stat file (an unusual sysfs): the flush check goes without.
 		// (SysfsDir of "" would resolve class/block itself: ask only for a device.)
-		if dir := blockdev.SysfsDir(s.sysfs, s.target.Device); dir != "" {
+		if dir := blockdev.SysfsDir(s.sysfs, s.backing.Device); dir != "" {
 			if fd, err := unix.Open(filepath.Join(dir, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 				w.statFD = fd
 			}
@@ -190,7 +190,7 @@ func (w *walProbe) burst(r *runner, ops int) (burstResult, error) {
 		return res, err
 	}
 	flushesAfter, _ := w.deviceFlushes()
-	noFlush := w.s.target.Device == "" || flushKnown && flushesAfter == flushesBefore
+	noFlush := w.s.backing.Device == "" || flushKnown && flushesAfter == flushesBefore
 	res.flushLies = flushLies(w.syncs, noFlush)
 	return res, nil
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -123,14 +122,8 @@ func (f *smartFlags) validate(cmd *cobra.Command) error {
 		}
 		return nil
 	}
-	if !slices.Contains(config.SmartNoCheckModes, f.nocheck) {
-		return fmt.Errorf("--nocheck %q: want %s", f.nocheck, orList(config.SmartNoCheckModes))
-	}
-	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
-	}
-	if f.concurrent < 1 {
-		return fmt.Errorf("--concurrency %d: must be at least 1", f.concurrent)
+	if key, problem := config.CheckSmartRead(f.smartctl, f.timeout, f.concurrent, f.nocheck); problem != "" {
+		return fmt.Errorf("--%s: %s", key, problem)
 	}
 	return nil
 }
@@ -266,7 +259,7 @@ func (f *smartFlags) live(parent context.Context, args []string) ([]smart.Device
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	targets := make([]smart.Target, 0, len(args))
+	devices := make([]smart.Device, 0, len(args))
 	for _, a := range args {
 		name, typ, _ := strings.Cut(a, ";")
 		if !strings.HasPrefix(name, "/") {
@@ -275,7 +268,7 @@ func (f *smartFlags) live(parent context.Context, args []string) ([]smart.Device
 		if typ == "" {
 			typ = f.devType
 		}
-		targets = append(targets, smart.Target{Name: name, Type: typ})
+		devices = append(devices, smart.Device{Name: name, Type: typ})
 	}
 	r := smart.NewRunner(smart.RunnerConfig{
 		Smartctl:    f.smartctl,
@@ -284,7 +277,7 @@ func (f *smartFlags) live(parent context.Context, args []string) ([]smart.Device
 		Concurrency: f.concurrent,
 		NoCheck:     f.nocheck,
 	})
-	st, err := r.CollectOnce(ctx, targets)
+	st, err := r.CollectOnce(ctx, devices)
 	if err != nil {
 		return nil, err
 	}

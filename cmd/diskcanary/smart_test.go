@@ -236,9 +236,14 @@ func TestSmartUsageExit64(t *testing.T) {
 	}{
 		{[]string{"--bogus"}, "diskcanary: unknown flag: --bogus"},
 		{[]string{"--json=maybe"}, `diskcanary: invalid argument "maybe" for "--json" flag: strconv.ParseBool: parsing "maybe": invalid syntax`},
-		{[]string{"--nocheck", "always"}, `diskcanary: --nocheck "always": want never, sleep, standby or idle`},
-		{[]string{"--concurrency", "0"}, "diskcanary: --concurrency 0: must be at least 1"},
-		{[]string{"--timeout", "0s"}, "diskcanary: --timeout 0s: must be positive"},
+		// The limits are the config file's smart section's (once looser here: any
+		// positive timeout, any concurrency).
+		{[]string{"--nocheck", "always"}, `diskcanary: --nocheck: "always" is not one of never, sleep, standby, idle`},
+		{[]string{"--concurrency", "0"}, "diskcanary: --concurrency: 0 is below the minimum of 1"},
+		{[]string{"--concurrency", "65"}, "diskcanary: --concurrency: 65 is above the maximum of 64"},
+		{[]string{"--timeout", "0s"}, "diskcanary: --timeout: 0s is below the minimum of 1s"},
+		{[]string{"--timeout", "11m"}, "diskcanary: --timeout: 11m is above the maximum of 10m"},
+		{[]string{"--smartctl", "-x"}, `diskcanary: --smartctl: "-x" starts with "-"`},
 		{[]string{"--from-json", "x.json", "-d", "sat"}, "diskcanary: --device-type is for live reads; --from-json files already hold smartctl's output"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -307,14 +312,14 @@ func TestSmartLiveWithFakeSmartctl(t *testing.T) {
 	})
 	got := smartJSON(t, 3, "--smartctl", bin)
 	require.Len(t, got, 2, "devices come from --scan-open")
-	got = smartJSON(t, 2, "--smartctl", bin, "sda", "/dev/sdh", "--timeout", "300ms")
+	got = smartJSON(t, 2, "--smartctl", bin, "sda", "/dev/sdh", "--timeout", "1s")
 	require.Len(t, got, 2)
 	byDev := map[string]map[string]any{}
 	for _, d := range got {
 		byDev[d["device"].(string)] = d
 	}
 	require.EqualValues(t, 304, byDev["sda"]["reallocated_sectors"])
-	require.Contains(t, byDev["sdh"]["errors"].([]any)[0], "timed out after 300ms")
+	require.Contains(t, byDev["sdh"]["errors"].([]any)[0], "timed out after 1s")
 	require.Nil(t, byDev["sdh"]["smartctl_exit_status"])
 
 	_, code, err := runCLI(t, "smart", "--smartctl", filepath.Join(t.TempDir(), "smartctl"))

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Target is what a probe path resolves to.
-type Target struct {
+// Backing is what a path lives on: its mount and the block devices under it.
+type Backing struct {
 	Path       string // absolute, symlinks resolved
 	Mountpoint string
 	FSType     string // from mountinfo, e.g. ext4, xfs, tmpfs, fuse.diskcanary-testfs
@@ -34,19 +34,19 @@ type Target struct {
 
 // Resolve finds the mount and block device of path. procfs and sysfs are the
 // host's /proc and /sys (--path.procfs, --path.sysfs).
-func Resolve(path, procfs, sysfs string) (Target, error) {
+func Resolve(path, procfs, sysfs string) (Backing, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return Target{}, err
+		return Backing{}, err
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(abs, &st); err != nil {
-		return Target{}, fmt.Errorf("stat %s: %w", abs, err)
+		return Backing{}, fmt.Errorf("stat %s: %w", abs, err)
 	}
-	t := Target{Path: abs, Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev)}
+	t := Backing{Path: abs, Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev)}
 	m, err := findMount(procfs, abs, t.Major, t.Minor)
 	if err != nil {
 		return t, err

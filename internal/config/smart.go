@@ -252,3 +252,15 @@ func (s *Smart) validate(src map[string]*yaml.Node) error {
 	}
 	return nil
 }
+
+// CheckSmartRead applies the smart section's rules to a one-shot read's
+// settings (`diskcanary smart`, whose flags are named as these keys are):
+// the key refused and why, or "" when they hold. The command line and the
+// file have one set of limits.
+func CheckSmartRead(smartctl string, timeout time.Duration, concurrency int, nocheck string) (key, problem string) {
+	var s Smart
+	s.setDefaults()
+	s.Smartctl, s.Timeout, s.Concurrency, s.NoCheck = smartctl, timeout, concurrency, nocheck
+	key, _, problem = checkKeys(smartKeys, &s, nil, "smart")
+	return key, problem
+}

@@ -71,7 +71,7 @@ func neededCapability(protocol, typ, name string) (string, uint) {
 // permissionError explains a failed open in terms of the missing
 // capability (missing is then true), or returns msg "" when the failure does
 // not look like a privilege problem.
-func permissionError(c capabilities, protocol string, t Target, smartctlSays string) (capName string, missing bool, msg string) {
+func permissionError(c capabilities, protocol string, t Device, smartctlSays string) (capName string, missing bool, msg string) {
 	name := t.Name
 	capName, bit := neededCapability(protocol, t.Type, name)
 	denied := strings.Contains(smartctlSays, "Permission denied") || strings.Contains(smartctlSays, "Operation not permitted")

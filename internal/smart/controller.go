@@ -32,7 +32,7 @@ var (
 )
 
 // controllerOf returns the controller key of t (see above).
-func controllerOf(sysfs string, t Target) string {
+func controllerOf(sysfs string, t Device) string {
 	if portSelector(t.Type) {
 		return "port:" + t.Name
 	}

@@ -233,9 +233,9 @@ func TestParseScan(t *testing.T) {
 	ts, err := ParseScan(data)
 	require.NoError(t, err)
 	require.Len(t, ts, 10)
-	require.Equal(t, Target{Name: "/dev/sda", Protocol: ProtocolSCSI}, ts[0])
+	require.Equal(t, Device{Name: "/dev/sda", Protocol: ProtocolSCSI}, ts[0])
 	require.Equal(t, "", ts[2].Type, "sat is autodetected again, not forced")
-	require.Equal(t, Target{Name: "/dev/bus/6", Type: "megaraid,8", Protocol: ProtocolSCSI}, ts[3])
+	require.Equal(t, Device{Name: "/dev/bus/6", Type: "megaraid,8", Protocol: ProtocolSCSI}, ts[3])
 	require.Equal(t, "bus/6:megaraid,8", ts[3].Label())
 	require.Equal(t, "/dev/bus/6;megaraid,8", ts[3].Key())
 	labels := map[string]bool{}
@@ -248,7 +248,7 @@ func TestParseScan(t *testing.T) {
 	require.NoError(t, err)
 	ts, err = ParseScan(data)
 	require.NoError(t, err)
-	require.Equal(t, []Target{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0", Protocol: ProtocolNVMe}, {Name: "/dev/nvme1", Protocol: ProtocolNVMe}}, ts)
+	require.Equal(t, []Device{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0", Protocol: ProtocolNVMe}, {Name: "/dev/nvme1", Protocol: ProtocolNVMe}}, ts)
 }
 
 func TestDeviceLabel(t *testing.T) {

@@ -28,7 +28,7 @@ func TestRealSmartctl(t *testing.T) {
 	// As if diskcanary ran without any capability.
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "self", "status"), []byte("CapEff:\t0000000000000000\n"), 0o644))
 	r := NewRunner(RunnerConfig{Smartctl: bin, Interval: time.Hour, Timeout: 20 * time.Second, Concurrency: 2, Paths: hostpath.Paths{ProcFS: proc, SysFS: t.TempDir()}})
-	st, err := r.CollectOnce(context.Background(), []Target{
+	st, err := r.CollectOnce(context.Background(), []Device{
 		{Name: "/dev/diskcanary-none", Type: "sat"},
 		{Name: "/dev/diskcanary-nvme-none", Type: "nvme"},
 	})

@@ -40,7 +40,7 @@ type Report struct {
 // NewReport builds a device's report from its state: the last result with
 // data (may be nil), the last exit status and the last run's errors.
 func NewReport(st *DeviceState) Report {
-	rep := Report{Device: st.Label, Protocol: st.Target.Protocol, Standby: st.Standby, ExitStatusBits: []string{}, Errors: []string{}}
+	rep := Report{Device: st.Label, Protocol: st.Device.Protocol, Standby: st.Standby, ExitStatusBits: []string{}, Errors: []string{}}
 	if r := st.Result; r != nil {
 		rep.Protocol = firstOf(r.Protocol, rep.Protocol)
 		rep.Model, rep.Serial, rep.Firmware = r.Model, r.Serial, r.Firmware
@@ -60,7 +60,7 @@ func NewReport(st *DeviceState) Report {
 // StateFromResult wraps a parsed file as a device state, for --from-json.
 func StateFromResult(r *Result) DeviceState {
 	st := DeviceState{
-		Target:     Target{Name: r.Name, Type: r.Type, Protocol: r.Protocol},
+		Device:     Device{Name: r.Name, Type: r.Type, Protocol: r.Protocol},
 		Label:      DeviceLabel(r.Name, r.Type),
 		ExitStatus: r.ExitStatus,
 		Standby:    r.Standby(),

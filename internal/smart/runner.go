@@ -40,7 +40,7 @@ type RunnerConfig struct {
 	MaxBackoff time.Duration
 	// Devices are configured explicitly; they win over scanned devices with
 	// the same label and never vanish.
-	Devices []Target
+	Devices []Device
 	// SelfTests schedules self-tests (off unless Enabled).
 	SelfTests SelfTestConfig
 	// Paths are the host's /proc and /sys (--path.procfs, --path.sysfs).
@@ -51,7 +51,7 @@ type RunnerConfig struct {
 // DeviceState is what the runner knows about one device, as handed to the
 // collector and the CLI.
 type DeviceState struct {
-	Target Target
+	Device Device
 	Label  string
 	// Result is the last result that carried device data (nil before the
 	// first one). A standby or failed run keeps the previous data.
@@ -109,11 +109,11 @@ type Runner struct {
 	scanning    bool
 	nextScan    time.Time
 	scanSuccess bool
-	devs        map[string]*device
+	devs        map[string]*tracked
 }
 
-type device struct {
-	target   Target
+type tracked struct {
+	dev      Device
 	explicit bool
 	lastSeen time.Time
 	running  bool
@@ -152,7 +152,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		log:         cfg.Logger,
 		caps:        readCapabilities(cfg.Paths.Proc()),
 		sem:         make(chan struct{}, cfg.Concurrency),
-		devs:        map[string]*device{},
+		devs:        map[string]*tracked{},
 		scanSuccess: true,
 	}
 	now := time.Now()
@@ -171,10 +171,10 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	return r
 }
 
-func (r *Runner) newDevice(t Target, explicit bool, now time.Time) *device {
+func (r *Runner) newDevice(t Device, explicit bool, now time.Time) *tracked {
 	controller := controllerOf(r.cfg.Paths.Sys(), t)
-	return &device{
-		target:   t,
+	return &tracked{
+		dev:      t,
 		explicit: explicit,
 		lastSeen: now,
 		// Spread first runs over a tenth of the interval so a host with many
@@ -182,15 +182,15 @@ func (r *Runner) newDevice(t Target, explicit bool, now time.Time) *device {
 		nextRun:    now.Add(time.Duration(rand.Int64N(int64(r.cfg.Interval/10) + 1))),
 		controller: controller,
 		st:         selfTestState{active: -1},
-		state: DeviceState{Target: t, Label: r.label(t), ExitStatus: -1,
+		state: DeviceState{Device: t, Label: r.label(t), ExitStatus: -1,
 			SelfTestsEnabled: r.cfg.SelfTests.Enabled, Controller: controller},
 	}
 }
 
-// label maps a target to its `device` label; an NVMe controller (nvme0,
+// label maps a device to its `device` label; an NVMe controller (nvme0,
 // what smartctl scans) becomes its first namespace (nvme0n1, what
 // /proc/diskstats lists).
-func (r *Runner) label(t Target) string {
+func (r *Runner) label(t Device) string {
 	l := t.Label()
 	if nvmeController.MatchString(l) {
 		ents, err := os.ReadDir(r.cfg.Paths.Sys("class", "nvme", l))
@@ -301,13 +301,13 @@ func (r *Runner) scan(ctx context.Context) {
 		<-out.reaped
 	}
 	now := time.Now()
-	var targets []Target
+	var devices []Device
 	err := out.err
 	switch {
 	case out.timedOut:
 		err = fmt.Errorf("timed out after %s and was killed", r.cfg.Timeout)
 	case err == nil:
-		targets, err = ParseScan(out.stdout)
+		devices, err = ParseScan(out.stdout)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -325,11 +325,11 @@ func (r *Runner) scan(ctx context.Context) {
 	for _, d := range r.devs {
 		labels[d.state.Label] = true
 	}
-	for _, t := range targets {
+	for _, t := range devices {
 		if d, ok := r.devs[t.Key()]; ok {
 			d.lastSeen = now
-			if d.target.Protocol == "" {
-				d.target.Protocol = t.Protocol
+			if d.dev.Protocol == "" {
+				d.dev.Protocol = t.Protocol
 			}
 			continue
 		}
@@ -346,13 +346,13 @@ func (r *Runner) scan(ctx context.Context) {
 		// device that comes back can never get a second concurrent run.
 		if !d.explicit && !d.running && now.Sub(d.lastSeen) > r.cfg.VanishedAfter {
 			delete(r.devs, k)
-			r.log.Info("smart: device vanished, dropping its series", "device", d.target.Name)
+			r.log.Info("smart: device vanished, dropping its series", "device", d.dev.Name)
 		}
 	}
 }
 
 // collect runs smartctl for one device; d.running is already set.
-func (r *Runner) collect(ctx context.Context, d *device) {
+func (r *Runner) collect(ctx context.Context, d *tracked) {
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -379,14 +379,14 @@ func (r *Runner) collect(ctx context.Context, d *device) {
 	// The process did not die at SIGKILL (uninterruptible sleep on a dead
 	// disk): its concurrency slot is free again, but the device gets no
 	// second run until the kernel lets go of the first.
-	r.log.Warn("smartctl still not reaped after SIGKILL; the device stays quarantined until it is", "device", d.target.Name)
+	r.log.Warn("smartctl still not reaped after SIGKILL; the device stays quarantined until it is", "device", d.dev.Name)
 	<-out.reaped
 	r.mu.Lock()
 	d.running = false
 	r.mu.Unlock()
 }
 
-func (r *Runner) args(d *device) []string {
+func (r *Runner) args(d *tracked) []string {
 	// The self-test log: its newest result is exported, and smartctl
 	// sets exit bit 7 ("self-test log contains errors") only while it
 	// reads it.
@@ -398,21 +398,21 @@ func (r *Runner) args(d *device) []string {
 	if res := d.state.Result; res != nil && res.Protocol == ProtocolATA {
 		args = append(args, "--log=devstat", "--capabilities")
 	}
-	if d.target.Type != "" {
-		args = append(args, "--device="+d.target.Type)
+	if d.dev.Type != "" {
+		args = append(args, "--device="+d.dev.Type)
 	}
-	return append(args, d.target.Name)
+	return append(args, d.dev.Name)
 }
 
 // record folds one run into the device state. Caller holds r.mu.
-func (r *Runner) record(d *device, out execResult, now time.Time) {
+func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 	st := &d.state
 	st.Generation++
 	prevErrs := strings.Join(st.Errors, "; ")
 	defer func() {
 		// Log a device's errors when they change, not on every run.
 		if errs := strings.Join(st.Errors, "; "); errs != prevErrs && errs != "" {
-			r.log.Warn("smart: device read failed", "device", d.target.Name, "err", errs)
+			r.log.Warn("smart: device read failed", "device", d.dev.Name, "err", errs)
 		}
 	}()
 	st.Errors = nil
@@ -427,7 +427,7 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 		backoff := min(r.cfg.Interval<<min(d.hangs-1, 20), r.cfg.MaxBackoff)
 		d.nextRun = now.Add(backoff)
 		st.Errors = append(st.Errors, fmt.Sprintf("smartctl timed out after %s and was killed; quarantined, next try in %s", r.cfg.Timeout, backoff))
-		r.log.Warn("smartctl timed out; device quarantined", "device", d.target.Name, "timeout", r.cfg.Timeout, "consecutive", d.hangs, "retry_in", backoff)
+		r.log.Warn("smartctl timed out; device quarantined", "device", d.dev.Name, "timeout", r.cfg.Timeout, "consecutive", d.hangs, "retry_in", backoff)
 		return
 	}
 	d.hangs = 0
@@ -443,13 +443,13 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 	if err != nil {
 		st.Success = false
 		st.ExitStatus = ExitStatus(out.code & 0xff)
-		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.target.Name, out.code, err)
+		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.dev.Name, out.code, err)
 		if out.stderr != "" {
 			msg += ": " + out.stderr
 		}
 		st.Errors = append(st.Errors, msg)
 		if ExitStatus(out.code).NoData() {
-			r.explainPermission(st, d.target.Protocol, out.stderr)
+			r.explainPermission(st, d.dev.Protocol, out.stderr)
 		}
 		return
 	}
@@ -468,7 +468,7 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 		// What smartctl says it spoke beats what the scan guessed.
 		protocol := res.Protocol
 		if protocol == "" {
-			protocol = d.target.Protocol
+			protocol = d.dev.Protocol
 		}
 		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.stderr)
 	default:
@@ -490,7 +490,7 @@ func (r *Runner) record(d *device, out execResult, now time.Time) {
 }
 
 func (r *Runner) explainPermission(st *DeviceState, protocol, smartctlSays string) {
-	capName, missing, msg := permissionError(r.caps, protocol, st.Target, smartctlSays)
+	capName, missing, msg := permissionError(r.caps, protocol, st.Device, smartctlSays)
 	if msg == "" {
 		return
 	}
@@ -517,14 +517,14 @@ func (r *Runner) Status() Status {
 	return s
 }
 
-// CollectOnce runs smartctl once for each target (or the scanned devices
-// when targets is empty), bounded by the configured concurrency; it is the
+// CollectOnce runs smartctl once for each device (or the scanned devices
+// when devices is empty), bounded by the configured concurrency; it is the
 // `diskcanary smart` live mode.
-func (r *Runner) CollectOnce(ctx context.Context, targets []Target) (Status, error) {
+func (r *Runner) CollectOnce(ctx context.Context, devices []Device) (Status, error) {
 	if !r.lookup(time.Now()) {
 		return Status{}, fmt.Errorf("smartctl not found (%v): install smartmontools, or use --from-json", r.pathErr)
 	}
-	if len(targets) == 0 && len(r.cfg.Devices) == 0 {
+	if len(devices) == 0 && len(r.cfg.Devices) == 0 {
 		out := r.exec(ctx, "--scan-open", "--json")
 		if out.err != nil {
 			return Status{}, fmt.Errorf("smartctl --scan-open: %w", out.err)
@@ -533,16 +533,16 @@ func (r *Runner) CollectOnce(ctx context.Context, targets []Target) (Status, err
 		if err != nil {
 			return Status{}, err
 		}
-		targets = scanned
+		devices = scanned
 	}
 	now := time.Now()
 	r.mu.Lock()
-	for _, t := range targets {
+	for _, t := range devices {
 		if _, ok := r.devs[t.Key()]; !ok {
 			r.devs[t.Key()] = r.newDevice(t, true, now)
 		}
 	}
-	devs := make([]*device, 0, len(r.devs))
+	devs := make([]*tracked, 0, len(r.devs))
 	for _, d := range r.devs {
 		d.running = true
 		devs = append(devs, d)

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/hostpath"
@@ -90,19 +92,27 @@ func (g *fakeRig) device(label string) (DeviceState, bool) {
 	return DeviceState{}, false
 }
 
-// waitFor polls the runner until cond holds for the device.
+// waitFor polls the runner until cond holds for the device and returns the
+// state that met it; a failure prints the state last seen.
 func (g *fakeRig) waitFor(label string, within time.Duration, what string, cond func(DeviceState) bool) DeviceState {
 	g.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if d, ok := g.device(label); ok && cond(d) {
-			return d
-		}
-		time.Sleep(10 * time.Millisecond)
+	var (
+		mu   sync.Mutex
+		seen DeviceState
+	)
+	met := assert.Eventually(g.t, func() bool {
+		d, ok := g.device(label)
+		mu.Lock()
+		defer mu.Unlock()
+		seen = d
+		return ok && cond(d)
+	}, within, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if !met {
+		g.t.Fatalf("%s: %s not reached within %s; state %+v", label, what, within, seen)
 	}
-	d, _ := g.device(label)
-	g.t.Fatalf("%s: %s not reached within %s; state %+v", label, what, within, d)
-	return d
+	return seen
 }
 
 func fixture(name string) string { return smarttest.Fixture(name) }
@@ -110,7 +120,7 @@ func fixture(name string) string { return smarttest.Fixture(name) }
 func TestRunnerExitBits(t *testing.T) {
 	good := fixture("sat-hdd-reallocated-304-smartctl-exporter.json")
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: good}}},
-		RunnerConfig{Devices: []Target{{Name: "/dev/sda"}}})
+		RunnerConfig{Devices: []Device{{Name: "/dev/sda"}}})
 	rig.start()
 	first := rig.waitFor("sda", 10*time.Second, "first read", func(d DeviceState) bool { return d.Result != nil })
 	require.True(t, first.Success)
@@ -135,7 +145,7 @@ func TestRunnerExitBits(t *testing.T) {
 func TestRunnerKeepsDataThroughNoDataRuns(t *testing.T) {
 	good := fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: good}}},
-		RunnerConfig{Devices: []Target{{Name: "/dev/nvme0"}}, Paths: hostpath.Paths{SysFS: t.TempDir()}})
+		RunnerConfig{Devices: []Device{{Name: "/dev/nvme0"}}, Paths: hostpath.Paths{SysFS: t.TempDir()}})
 	rig.start()
 	d := rig.waitFor("nvme0", 10*time.Second, "first read", func(d DeviceState) bool { return d.Result != nil })
 	okAt := d.LastSuccess
@@ -158,7 +168,7 @@ func TestRunnerArgs(t *testing.T) {
 		"/dev/sda":   {Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
 		"/dev/bus/0": {Fixture: fixture("megaraid-sat-hdd-disk1-reallocated-387-rc4-v7.1-scrutiny.json")},
 		"/dev/nvme0": {Fixture: fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")},
-	}}, RunnerConfig{Devices: []Target{{Name: "/dev/sda"}, {Name: "/dev/bus/0", Type: "sat+megaraid,1"}, {Name: "/dev/nvme0"}}, NoCheck: "standby"})
+	}}, RunnerConfig{Devices: []Device{{Name: "/dev/sda"}, {Name: "/dev/bus/0", Type: "sat+megaraid,1"}, {Name: "/dev/nvme0"}}, NoCheck: "standby"})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "second read", func(d DeviceState) bool { return d.Result != nil })
 	rig.waitFor("bus/0:sat+megaraid,1", 10*time.Second, "read", func(d DeviceState) bool { return d.Result != nil })
@@ -219,7 +229,7 @@ func TestRunnerDefaults(t *testing.T) {
 
 func TestRunnerMissingSmartctl(t *testing.T) {
 	r := NewRunner(RunnerConfig{Smartctl: filepath.Join(t.TempDir(), "smartctl"), Interval: time.Second, Timeout: time.Second,
-		Scan: true, RescanInterval: time.Hour, VanishedAfter: time.Hour, Devices: []Target{{Name: "/dev/sda"}}})
+		Scan: true, RescanInterval: time.Hour, VanishedAfter: time.Hour, Devices: []Device{{Name: "/dev/sda"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	r.Run(ctx)
@@ -233,7 +243,7 @@ func TestRunnerTimeoutKillsProcessGroupAndQuarantines(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sdh": {Hang: true},
 		"/dev/sda": {Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json")},
-	}}, RunnerConfig{Devices: []Target{{Name: "/dev/sdh"}, {Name: "/dev/sda"}}, Timeout: 400 * time.Millisecond, Interval: 300 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	}}, RunnerConfig{Devices: []Device{{Name: "/dev/sdh"}, {Name: "/dev/sda"}}, Timeout: 400 * time.Millisecond, Interval: 300 * time.Millisecond, MaxBackoff: 2 * time.Second})
 	start := time.Now()
 	rig.start()
 	d := rig.waitFor("sdh", 10*time.Second, "timeout", func(d DeviceState) bool { return d.Timeouts >= 1 })
@@ -264,13 +274,13 @@ func TestRunnerTimeoutKillsProcessGroupAndQuarantines(t *testing.T) {
 
 func TestRunnerNeverOverlapsAndBoundsConcurrency(t *testing.T) {
 	fake := smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{}}
-	var targets []Target
+	var devices []Device
 	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
 		name := "/dev/sd" + n
 		fake.Devices[name] = smarttest.FakeDevice{Fixture: fixture("sat-hdd-reallocated-304-smartctl-exporter.json"), Sleep: "150ms"}
-		targets = append(targets, Target{Name: name})
+		devices = append(devices, Device{Name: name})
 	}
-	rig := newFakeRig(t, fake, RunnerConfig{Devices: targets, Concurrency: 2, Interval: 50 * time.Millisecond})
+	rig := newFakeRig(t, fake, RunnerConfig{Devices: devices, Concurrency: 2, Interval: 50 * time.Millisecond})
 	rig.start()
 	time.Sleep(2500 * time.Millisecond)
 	rig.stop()
@@ -331,7 +341,7 @@ func TestRunnerScanRescanAndVanish(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0c0n1"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/nvme/nvme0/nvme0n1"), 0o755))
 	rig := newFakeRig(t, fake, RunnerConfig{Scan: true, RescanInterval: 200 * time.Millisecond, VanishedAfter: 600 * time.Millisecond,
-		Paths: hostpath.Paths{SysFS: sys}, Devices: []Target{{Name: "/dev/sdb", Type: "sat"}}})
+		Paths: hostpath.Paths{SysFS: sys}, Devices: []Device{{Name: "/dev/sdb", Type: "sat"}}})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "scanned sda read", func(d DeviceState) bool { return d.Success })
 	rig.waitFor("nvme0n1", 10*time.Second, "scanned nvme read under its namespace name", func(d DeviceState) bool { return d.Success })
@@ -362,13 +372,13 @@ func TestRunnerExplicitWinsOverScan(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{
 		Scan:    []map[string]string{{"name": "/dev/sda", "type": "scsi", "protocol": "SCSI"}},
 		Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: sat}},
-	}, RunnerConfig{Scan: true, Devices: []Target{{Name: "/dev/sda", Type: "sat"}}})
+	}, RunnerConfig{Scan: true, Devices: []Device{{Name: "/dev/sda", Type: "sat"}}})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
 	time.Sleep(300 * time.Millisecond)
 	devs := rig.runner.Status().Devices
 	require.Len(t, devs, 1)
-	require.Equal(t, "sat", devs[0].Target.Type)
+	require.Equal(t, "sat", devs[0].Device.Type)
 }
 
 func TestRunnerMissingCapability(t *testing.T) {
@@ -379,7 +389,7 @@ func TestRunnerMissingCapability(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda":   {Fixture: openFailed},
 		"/dev/nvme0": {Fixture: openFailed, Stderr: "open: Permission denied"},
-	}}, RunnerConfig{Paths: hostpath.Paths{ProcFS: proc, SysFS: t.TempDir()}, Devices: []Target{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0"}}})
+	}}, RunnerConfig{Paths: hostpath.Paths{ProcFS: proc, SysFS: t.TempDir()}, Devices: []Device{{Name: "/dev/sda", Protocol: ProtocolATA}, {Name: "/dev/nvme0"}}})
 	rig.start()
 	sda := rig.waitFor("sda", 10*time.Second, "failed read", func(d DeviceState) bool { return d.ExitStatus == ExitOpenFailed })
 	require.Equal(t, "CAP_SYS_RAWIO", sda.MissingCapability)
@@ -391,26 +401,26 @@ func TestRunnerMissingCapability(t *testing.T) {
 
 func TestPermissionErrorWithCapabilities(t *testing.T) {
 	all := capabilities{eff: 1<<capSysAdmin | 1<<capSysRawIO, known: true}
-	_, missing, msg := permissionError(all, ProtocolATA, Target{Name: "/dev/sda"}, "Smartctl open device: /dev/sda failed: No such device")
+	_, missing, msg := permissionError(all, ProtocolATA, Device{Name: "/dev/sda"}, "Smartctl open device: /dev/sda failed: No such device")
 	require.False(t, missing)
 	require.Empty(t, msg, "not a privilege problem")
-	_, missing, msg = permissionError(all, ProtocolATA, Target{Name: "/dev/sda"}, "open: Permission denied")
+	_, missing, msg = permissionError(all, ProtocolATA, Device{Name: "/dev/sda"}, "open: Permission denied")
 	require.False(t, missing)
 	require.Contains(t, msg, "device node's owner and mode")
 
 	none := capabilities{known: true}
 	for _, c := range []struct {
 		protocol string
-		t        Target
+		t        Device
 		want     string
 	}{
-		{"", Target{Name: "/dev/nvme0"}, "CAP_SYS_ADMIN"},
-		{"", Target{Name: "/dev/disk9", Type: "nvme"}, "CAP_SYS_ADMIN"},
-		{"", Target{Name: "/dev/sdb", Type: "sntjmicron"}, "CAP_SYS_RAWIO"},
-		{ProtocolNVMe, Target{Name: "/dev/sdb", Type: "sntjmicron"}, "CAP_SYS_RAWIO"},
-		{ProtocolNVMe, Target{Name: "/dev/nvme1"}, "CAP_SYS_ADMIN"},
-		{"", Target{Name: "/dev/bus/0", Type: "megaraid,1"}, "CAP_SYS_RAWIO"},
-		{ProtocolSCSI, Target{Name: "/dev/sda"}, "CAP_SYS_RAWIO"},
+		{"", Device{Name: "/dev/nvme0"}, "CAP_SYS_ADMIN"},
+		{"", Device{Name: "/dev/disk9", Type: "nvme"}, "CAP_SYS_ADMIN"},
+		{"", Device{Name: "/dev/sdb", Type: "sntjmicron"}, "CAP_SYS_RAWIO"},
+		{ProtocolNVMe, Device{Name: "/dev/sdb", Type: "sntjmicron"}, "CAP_SYS_RAWIO"},
+		{ProtocolNVMe, Device{Name: "/dev/nvme1"}, "CAP_SYS_ADMIN"},
+		{"", Device{Name: "/dev/bus/0", Type: "megaraid,1"}, "CAP_SYS_RAWIO"},
+		{ProtocolSCSI, Device{Name: "/dev/sda"}, "CAP_SYS_RAWIO"},
 	} {
 		capName, missing, msg := permissionError(none, c.protocol, c.t, "")
 		require.True(t, missing, "%+v", c)
@@ -526,14 +536,14 @@ func TestRunnerOneDevicePerLabel(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{
 		Scan:    []map[string]string{{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}, {"name": "/dev/sdb", "type": "sat", "protocol": "ATA"}},
 		Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: sat}, "/dev/nvme0n1": {Fixture: sat}, "/dev/sdb": {Fixture: sat}},
-	}, RunnerConfig{Scan: true, Paths: hostpath.Paths{SysFS: sys}, Devices: []Target{{Name: "/dev/nvme0n1"}, {Name: "/dev/sdb", Type: "sat"}, {Name: "/dev/sdb"}}})
+	}, RunnerConfig{Scan: true, Paths: hostpath.Paths{SysFS: sys}, Devices: []Device{{Name: "/dev/nvme0n1"}, {Name: "/dev/sdb", Type: "sat"}, {Name: "/dev/sdb"}}})
 	rig.start()
 	rig.waitFor("sdb", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
 	rig.waitFor("nvme0n1", 10*time.Second, "read", func(d DeviceState) bool { return d.Success })
 	time.Sleep(300 * time.Millisecond)
 	var labels []string
 	for _, d := range rig.runner.Status().Devices {
-		labels = append(labels, d.Label+"="+d.Target.Key())
+		labels = append(labels, d.Label+"="+d.Device.Key())
 	}
 	require.Equal(t, []string{"nvme0n1=/dev/nvme0n1", "sdb=/dev/sdb;sat"}, labels, "the scanned nvme0 is nvme0n1, already configured")
 }
@@ -544,7 +554,7 @@ func TestRunnerOneDevicePerLabel(t *testing.T) {
 // get its next run.
 func TestRunnerEscapedHelperCannotWedge(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sde": {Hang: true, Escape: true}}},
-		RunnerConfig{Devices: []Target{{Name: "/dev/sde"}}, Timeout: 300 * time.Millisecond, Interval: 200 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+		RunnerConfig{Devices: []Device{{Name: "/dev/sde"}}, Timeout: 300 * time.Millisecond, Interval: 200 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	t.Cleanup(func() {
 		// The escaped grandchildren are outside any group we kill: end them by pid.
 		data, _ := os.ReadFile(rig.cfg.PIDFile)
@@ -571,7 +581,7 @@ func scriptRunner(t *testing.T, script string) *Runner {
 
 func collectOnce(t *testing.T, r *Runner, name string) DeviceState {
 	t.Helper()
-	st, err := r.CollectOnce(context.Background(), []Target{{Name: name}})
+	st, err := r.CollectOnce(context.Background(), []Device{{Name: name}})
 	require.NoError(t, err)
 	require.Len(t, st.Devices, 1)
 	return st.Devices[0]

@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// Target is one device smartctl can be pointed at: a name and an optional
+// Device is one device as smartctl is pointed at it: a name and an optional
 // -d type (empty: let smartctl autodetect).
-type Target struct {
+type Device struct {
 	Name string
 	Type string
 	// Protocol is what the scan said (may be wrong for SATA disks behind
@@ -18,21 +18,21 @@ type Target struct {
 	Protocol string
 }
 
-// Key identifies a target: several megaraid disks share one device name.
-func (t Target) Key() string {
+// Key identifies a device: several megaraid disks share one device name.
+func (t Device) Key() string {
 	if t.Type == "" {
 		return t.Name
 	}
 	return t.Name + ";" + t.Type
 }
 
-// Label is the target's `device` label: the kernel name (sda, nvme0n1) so
+// Label is the device's `device` label: the kernel name (sda, nvme0n1) so
 // SMART series join diskstats and node_exporter, with the controller port
 // appended for disks behind a RAID controller (sda:megaraid,1).
-func (t Target) Label() string { return DeviceLabel(t.Name, t.Type) }
+func (t Device) Label() string { return DeviceLabel(t.Name, t.Type) }
 
 // ParseScan reads `smartctl --scan-open --json` (or --scan) output.
-func ParseScan(data []byte) ([]Target, error) {
+func ParseScan(data []byte) ([]Device, error) {
 	var raw struct {
 		Smartctl *rawSmartctl `json:"smartctl"`
 		Devices  []struct {
@@ -46,13 +46,13 @@ func ParseScan(data []byte) ([]Target, error) {
 	if raw.Smartctl == nil {
 		return nil, errors.New("smartctl scan json: no smartctl object")
 	}
-	out := make([]Target, 0, len(raw.Devices))
+	out := make([]Device, 0, len(raw.Devices))
 	seen := map[string]bool{}
 	for _, d := range raw.Devices {
 		if d.Name == "" {
 			continue
 		}
-		t := Target{Name: d.Name, Protocol: d.Protocol}
+		t := Device{Name: d.Name, Protocol: d.Protocol}
 		// The scanned type is passed on only where it selects a disk behind a
 		// controller; elsewhere smartctl autodetects again, because plain
 		// --scan reports SATA disks as "scsi" and -d scsi would hide their

@@ -127,7 +127,7 @@ func (c *SelfTestConfig) dueKind(st *selfTestState, res *Result, now time.Time) 
 // selfTestDue decides, after a read, whether d starts a test now: the kind
 // and whether to wake a sleeping disk for it. It counts the skips. Caller
 // holds r.mu; d has no run in flight.
-func (r *Runner) selfTestDue(d *device, now time.Time) (kind int, wake, ok bool) {
+func (r *Runner) selfTestDue(d *tracked, now time.Time) (kind int, wake, ok bool) {
 	c := &r.cfg.SelfTests
 	st := &d.st
 	if !c.Enabled || !st.decide {
@@ -144,7 +144,7 @@ func (r *Runner) selfTestDue(d *device, now time.Time) (kind int, wake, ok bool)
 		res = &Result{}
 	}
 	if st.active >= 0 && now.Sub(st.activeSince) > st.activeHold {
-		r.log.Warn("smart: self-test not seen to finish; releasing its controller", "device", d.target.Name, "type", SelfTestKinds[st.active], "after", st.activeHold)
+		r.log.Warn("smart: self-test not seen to finish; releasing its controller", "device", d.dev.Name, "type", SelfTestKinds[st.active], "after", st.activeHold)
 		st.active = -1
 	}
 	kind = c.dueKind(st, res, now)
@@ -185,7 +185,7 @@ func (r *Runner) selfTestDue(d *device, now time.Time) (kind int, wake, ok bool)
 
 // controllerBusy: another device behind d's controller is testing, one
 // diskcanary started or one its last read saw running.
-func (r *Runner) controllerBusy(d *device, now time.Time) bool {
+func (r *Runner) controllerBusy(d *tracked, now time.Time) bool {
 	for _, o := range r.devs {
 		if o == d || o.controller != d.controller {
 			continue
@@ -203,7 +203,7 @@ func (r *Runner) controllerBusy(d *device, now time.Time) bool {
 // startSelfTest runs `smartctl --test=KIND` for d; d.running and d.st.active
 // are already set. The drive runs the test; the next read (scheduled at
 // once) shows its progress.
-func (r *Runner) startSelfTest(ctx context.Context, d *device, kind int, wake bool) {
+func (r *Runner) startSelfTest(ctx context.Context, d *tracked, kind int, wake bool) {
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -218,10 +218,10 @@ func (r *Runner) startSelfTest(ctx context.Context, d *device, kind int, wake bo
 		nocheck = "never"
 	}
 	args := []string{"--json", "--nocheck=" + nocheck, "--test=" + SelfTestKinds[kind]}
-	if d.target.Type != "" {
-		args = append(args, "--device="+d.target.Type)
+	if d.dev.Type != "" {
+		args = append(args, "--device="+d.dev.Type)
 	}
-	args = append(args, d.target.Name)
+	args = append(args, d.dev.Name)
 	out := r.exec(ctx, args...)
 	<-r.sem
 	now := time.Now()
@@ -241,14 +241,14 @@ func (r *Runner) startSelfTest(ctx context.Context, d *device, kind int, wake bo
 }
 
 // recordStart folds a start's outcome into d. Caller holds r.mu.
-func (r *Runner) recordStart(d *device, kind int, out execResult, now time.Time) {
+func (r *Runner) recordStart(d *tracked, kind int, out execResult, now time.Time) {
 	st := &d.st
 	d.state.Generation++
 	fail := func(why string) {
 		st.active = -1
 		st.lastTry[kind] = now
 		d.state.SelfTestSkips[kind][SkipStartFailed]++
-		r.log.Warn("smart: self-test not started; next try in the next window", "device", d.target.Name, "type", SelfTestKinds[kind], "err", why)
+		r.log.Warn("smart: self-test not started; next try in the next window", "device", d.dev.Name, "type", SelfTestKinds[kind], "err", why)
 	}
 	switch {
 	case out.timedOut:
@@ -286,5 +286,5 @@ func (r *Runner) recordStart(d *device, kind int, out execResult, now time.Time)
 	d.state.SelfTestLastStart[kind] = now
 	// Read it back at once: the progress metrics start from the drive's own status.
 	d.nextRun = now
-	r.log.Info("smart: self-test started", "device", d.target.Name, "type", SelfTestKinds[kind], "controller", d.controller)
+	r.log.Info("smart: self-test started", "device", d.dev.Name, "type", SelfTestKinds[kind], "controller", d.controller)
 }

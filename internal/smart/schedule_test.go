@@ -142,23 +142,23 @@ func TestControllerOf(t *testing.T) {
 		"block/ghost": "nowhere",
 	})
 	for _, c := range []struct {
-		t    Target
+		t    Device
 		want string
 	}{
-		{Target{Name: "/dev/sda"}, "pci:0000:00:17.0"},
-		{Target{Name: "/dev/sdb", Type: "sat"}, "pci:0000:00:17.0"},
-		{Target{Name: "/dev/sdc"}, "pci:0000:01:00.0"},
-		{Target{Name: "/dev/nvme0"}, "pci:0000:3d:00.0"},
-		{Target{Name: "/dev/nvme1"}, "pci:0000:3e:00.0"},
-		{Target{Name: "/dev/sdd"}, "scsi:host3"},
-		{Target{Name: "/dev/vda"}, "disk:/dev/vda"},
-		{Target{Name: "/dev/sde"}, "pci:0000:00:14.0"},
-		{Target{Name: "/dev/sdf"}, "pci:0000:00:14.0"},
-		{Target{Name: "/dev/sdz"}, "disk:/dev/sdz"},
-		{Target{Name: "/dev/bus/0", Type: "megaraid,1"}, "port:/dev/bus/0"},
-		{Target{Name: "/dev/bus/0", Type: "sat+megaraid,2"}, "port:/dev/bus/0"},
-		{Target{Name: "/dev/sg1", Type: "cciss,3"}, "port:/dev/sg1"},
-		{Target{Name: "/dev/disk/by-id/ata-X"}, "disk:/dev/disk/by-id/ata-X"},
+		{Device{Name: "/dev/sda"}, "pci:0000:00:17.0"},
+		{Device{Name: "/dev/sdb", Type: "sat"}, "pci:0000:00:17.0"},
+		{Device{Name: "/dev/sdc"}, "pci:0000:01:00.0"},
+		{Device{Name: "/dev/nvme0"}, "pci:0000:3d:00.0"},
+		{Device{Name: "/dev/nvme1"}, "pci:0000:3e:00.0"},
+		{Device{Name: "/dev/sdd"}, "scsi:host3"},
+		{Device{Name: "/dev/vda"}, "disk:/dev/vda"},
+		{Device{Name: "/dev/sde"}, "pci:0000:00:14.0"},
+		{Device{Name: "/dev/sdf"}, "pci:0000:00:14.0"},
+		{Device{Name: "/dev/sdz"}, "disk:/dev/sdz"},
+		{Device{Name: "/dev/bus/0", Type: "megaraid,1"}, "port:/dev/bus/0"},
+		{Device{Name: "/dev/bus/0", Type: "sat+megaraid,2"}, "port:/dev/bus/0"},
+		{Device{Name: "/dev/sg1", Type: "cciss,3"}, "port:/dev/sg1"},
+		{Device{Name: "/dev/disk/by-id/ata-X"}, "disk:/dev/disk/by-id/ata-X"},
 	} {
 		require.Equal(t, c.want, controllerOf(sys, c.t), "%+v", c.t)
 	}
@@ -166,7 +166,7 @@ func TestControllerOf(t *testing.T) {
 
 // selfTestRig is a runner with self-tests on and a window that is open
 // all day from the current hour, so whatever is due starts now.
-func selfTestRig(t *testing.T, fake smarttest.FakeConfig, sys string, targets []Target, mutate func(*SelfTestConfig)) *fakeRig {
+func selfTestRig(t *testing.T, fake smarttest.FakeConfig, sys string, devices []Device, mutate func(*SelfTestConfig)) *fakeRig {
 	t.Helper()
 	st := SelfTestConfig{Enabled: true, Default: [2]time.Duration{24 * time.Hour, 0}, StartHour: time.Now().Hour(), Window: 24 * time.Hour, MaxStandbySkips: 3}
 	if mutate != nil {
@@ -175,7 +175,7 @@ func selfTestRig(t *testing.T, fake smarttest.FakeConfig, sys string, targets []
 	if sys == "" {
 		sys = t.TempDir()
 	}
-	return newFakeRig(t, fake, RunnerConfig{Devices: targets, Paths: hostpath.Paths{SysFS: sys}, SelfTests: st, NoCheck: "standby"})
+	return newFakeRig(t, fake, RunnerConfig{Devices: devices, Paths: hostpath.Paths{SysFS: sys}, SelfTests: st, NoCheck: "standby"})
 }
 
 // starts are the self-test starts in the fake's log, in order.
@@ -197,7 +197,7 @@ const (
 
 func TestSelfTestsOffByDefault(t *testing.T) {
 	rig := newFakeRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sda": {Fixture: fixture(hgstIdle)}}},
-		RunnerConfig{Devices: []Target{{Name: "/dev/sda"}}, Paths: hostpath.Paths{SysFS: t.TempDir()}})
+		RunnerConfig{Devices: []Device{{Name: "/dev/sda"}}, Paths: hostpath.Paths{SysFS: t.TempDir()}})
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "three reads", func(d DeviceState) bool { return d.Generation >= 3 })
 	rig.stop()
@@ -212,7 +212,7 @@ func TestSelfTestsOffByDefault(t *testing.T) {
 func TestSelfTestDueShortStarts(t *testing.T) {
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda": {Fixture: fixture(hgstIdle), Testing: fixture(hgstTesting), TestingReads: 2},
-	}}, "", []Target{{Name: "/dev/sda", Type: "sat"}}, nil)
+	}}, "", []Device{{Name: "/dev/sda", Type: "sat"}}, nil)
 	rig.start()
 	// The start is read back at once: the drive's status shows it running.
 	d := rig.waitFor("sda", 10*time.Second, "test seen running", func(d DeviceState) bool {
@@ -236,7 +236,7 @@ func TestSelfTestDueShortStarts(t *testing.T) {
 func TestSelfTestLongBeforeShort(t *testing.T) {
 	nvme := fixture("nvme-healthy-v7.5-beszel.json")
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/nvme0": {Fixture: nvme}}},
-		"", []Target{{Name: "/dev/nvme0"}}, func(c *SelfTestConfig) { c.Default = [2]time.Duration{24 * time.Hour, 168 * time.Hour} })
+		"", []Device{{Name: "/dev/nvme0"}}, func(c *SelfTestConfig) { c.Default = [2]time.Duration{24 * time.Hour, 168 * time.Hour} })
 	rig.start()
 	rig.waitFor("nvme0", 10*time.Second, "long start", func(d DeviceState) bool { return d.SelfTestStarts[SelfTestLong] == 1 })
 	time.Sleep(time.Second)
@@ -258,7 +258,7 @@ func TestSelfTestsStaggeredOnOneController(t *testing.T) {
 	const testingReads = 3
 	dev := smarttest.FakeDevice{Fixture: fixture(hgstIdle), Testing: fixture(hgstTesting), TestingReads: testingReads}
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{"/dev/sda": dev, "/dev/sdb": dev, "/dev/sdc": dev}},
-		sys, []Target{{Name: "/dev/sda"}, {Name: "/dev/sdb"}, {Name: "/dev/sdc"}}, nil)
+		sys, []Device{{Name: "/dev/sda"}, {Name: "/dev/sdb"}, {Name: "/dev/sdc"}}, nil)
 	rig.start()
 	for _, l := range []string{"sda", "sdb", "sdc"} {
 		rig.waitFor(l, 15*time.Second, "short start", func(d DeviceState) bool { return d.SelfTestStarts[SelfTestShort] == 1 })
@@ -311,7 +311,7 @@ func TestSelfTestsStaggeredOnOneController(t *testing.T) {
 func TestSelfTestStandbySkipsThenRuns(t *testing.T) {
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda": {Fixture: fixture("synth-ata-standby-v7.3.json")},
-	}}, "", []Target{{Name: "/dev/sda"}}, func(c *SelfTestConfig) { c.MaxStandbySkips = 3 })
+	}}, "", []Device{{Name: "/dev/sda"}}, func(c *SelfTestConfig) { c.MaxStandbySkips = 3 })
 	rig.start()
 	d := rig.waitFor("sda", 10*time.Second, "start", func(d DeviceState) bool { return d.SelfTestStarts[SelfTestShort] == 1 })
 	require.True(t, d.Standby)
@@ -338,7 +338,7 @@ func TestSelfTestStandbySkipsThenRuns(t *testing.T) {
 func TestSelfTestStartFindsDiskAsleep(t *testing.T) {
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda": {Fixture: fixture(hgstIdle), SelfTest: fixture("synth-ata-standby-v7.3.json")},
-	}}, "", []Target{{Name: "/dev/sda"}}, func(c *SelfTestConfig) { c.MaxStandbySkips = 2 })
+	}}, "", []Device{{Name: "/dev/sda"}}, func(c *SelfTestConfig) { c.MaxStandbySkips = 2 })
 	rig.start()
 	d := rig.waitFor("sda", 10*time.Second, "a skipped start", func(d DeviceState) bool {
 		return d.SelfTestSkips[SelfTestShort][SkipStandby] >= 1
@@ -352,7 +352,7 @@ func TestSelfTestNotStartedWhileOneRuns(t *testing.T) {
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda":   {Fixture: fixture(hgstTesting)},
 		"/dev/nvme0": {Fixture: fixture("synth-nvme-selftest-in-progress-v7.5.json")},
-	}}, "", []Target{{Name: "/dev/sda"}, {Name: "/dev/nvme0"}}, nil)
+	}}, "", []Device{{Name: "/dev/sda"}, {Name: "/dev/nvme0"}}, nil)
 	rig.start()
 	for _, l := range []string{"sda", "nvme0"} {
 		d := rig.waitFor(l, 10*time.Second, "two skips", func(d DeviceState) bool {
@@ -369,7 +369,7 @@ func TestSelfTestNotStartedWhileOneRuns(t *testing.T) {
 func TestSelfTestStartRefused(t *testing.T) {
 	rig := selfTestRig(t, smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{
 		"/dev/sda": {Fixture: fixture(hgstIdle), SelfTest: fixture("sat-ssd-kingston-a400-rc4-smartctl-exporter.json")},
-	}}, "", []Target{{Name: "/dev/sda"}}, nil)
+	}}, "", []Device{{Name: "/dev/sda"}}, nil)
 	rig.start()
 	rig.waitFor("sda", 10*time.Second, "failed start", func(d DeviceState) bool {
 		return d.SelfTestSkips[SelfTestShort][SkipStartFailed] == 1
