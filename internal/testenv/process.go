@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"os/exec"
@@ -69,8 +70,11 @@ func StartCmd(tb testing.TB, cmd *exec.Cmd) *Process {
 			<-done
 		}
 		_ = logf.Close()
-		if tb.Failed() {
-			tb.Logf("%s output:\n%s", name, p.logTail())
+		if !tb.Failed() {
+			return
+		}
+		if tail := p.logTail(); len(bytes.TrimSpace(tail)) > 0 {
+			tb.Logf("%s output:\n%s", name, tail)
 		}
 	})
 	return p
