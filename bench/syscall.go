@@ -48,19 +48,22 @@ func syscallVsTools(r *run, p params) bool {
 		rows = append(rows, row{i + 1, tool, own, k})
 		fmt.Printf("  round %d %s: own p50/p99 %.1f/%.1f µs, kernel %.1f/%.1f µs (%d syscalls)\n", i+1, tool, own.p50, own.p99, k.p50, k.p99, len(kernel))
 	}
-	for i := range p.Rounds {
-		// The trace spans the histogram's window: the same ops, up to the
-		// few that land between the window's last scrape and the stop.
-		d := r.serve(walYAML, "--no-collector.errors", "--no-collector.blocklatency")
-		const metric = "diskcanary_fdatasync_duration_seconds"
-		d.started(r, metric, "wal")
-		untrace := r.traceSyscall("fdatasync", "diskcanary")
-		w := d.windowSince(r, d.histogram(r, metric, "wal"), metric, "wal", p.Samples, 0)
+	// daemon runs one probe and traces call for a window of its histogram:
+	// the same ops, up to the few that land between the window's last
+	// scrape and the stop.
+	daemon := func(i int, tool, config, metric, probe, call string) {
+		d := r.serve(config, "--no-collector.errors", "--no-collector.blocklatency")
+		d.started(r, metric, probe)
+		untrace := r.traceSyscall(call, "diskcanary")
+		w := d.windowSince(r, d.histogram(r, metric, probe), metric, probe, p.Samples, 0)
 		kernel := untrace()
 		d.stop()
-		add(i, "daemon", histogramPercentiles(w), kernel)
+		add(i, tool, histogramPercentiles(w), kernel)
+	}
+	for i := range p.Rounds {
+		daemon(i, "daemon", walYAML, "diskcanary_fdatasync_duration_seconds", "wal", "fdatasync")
 
-		untrace = r.traceSyscall("fdatasync", "diskcanary")
+		untrace := r.traceSyscall("fdatasync", "diskcanary")
 		c := r.check(p.Dir, "--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(p.Samples))
 		add(i, "check", checkPercentiles(c), untrace())
 
@@ -73,14 +76,7 @@ func syscallVsTools(r *run, p params) bool {
 		}
 		// The read probe, and fio's random reads of its working set paced
 		// alike (100 reads, then 100 ms): their 4 KiB pread64s.
-		d = r.serve(rrYAML, "--no-collector.errors", "--no-collector.blocklatency")
-		const readMetric = "diskcanary_read_duration_seconds"
-		d.started(r, readMetric, "rr")
-		untrace = r.traceSyscall("pread64", "diskcanary")
-		w = d.windowSince(r, d.histogram(r, readMetric, "rr"), readMetric, "rr", p.Samples, 0)
-		kernel = untrace()
-		d.stop()
-		add(i, "daemon read", histogramPercentiles(w), kernel)
+		daemon(i, "daemon read", rrYAML, "diskcanary_read_duration_seconds", "rr", "pread64")
 
 		untrace = r.traceSyscall("pread64", "fio")
 		j = r.fioRandRead(filepath.Join(p.Dir, ".diskcanary-rr-readset"), p.Samples, 100, 100*time.Millisecond)
