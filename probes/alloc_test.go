@@ -140,11 +140,7 @@ func benchWAL(b *testing.B, raw bool) {
 	b.ResetTimer()
 	burst := b.N
 	if !raw {
-		// As the probe loop does: the thread raised once, bursts of Ops.
-		burst = p.cfg.Ops
-		tid, raised, err := raisePriority()
-		require.NoError(b, err)
-		defer lowerPriority(tid, raised)
+		burst = p.cfg.Ops // as the probe loop does
 	}
 	start := time.Now()
 	var off int64

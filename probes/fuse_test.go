@@ -100,11 +100,6 @@ func TestHungFdatasyncStallsAndRecovers(t *testing.T) {
 	require.Less(t, time.Since(hungAt), 300*time.Millisecond+20*time.Millisecond+250*time.Millisecond+200*time.Millisecond,
 		"stalled within the threshold")
 	runs := gauge("diskcanary_probe_runs_total")
-	// The stuck burst's thread is the one at raised priority.
-	raised := raisedThreads(t)
-	require.Len(t, raised, 1, "the hung burst's thread raised")
-	require.Equal(t, uintptr(ioprioNormal), ioPriority(t, raised[0]))
-
 	// /metrics answers in milliseconds while the op is stuck.
 	var lat []time.Duration
 	for i := 0; i < 200; i++ {

@@ -190,8 +190,6 @@ func pagesDirtied(off, n int64) int64 {
 func runWAL(fd int, buf []byte, off int64, n int, gap time.Duration, rec walRecorder, r *runner, path string) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
-	tid, raised, _ := raisePriority() // priority.go
-	defer lowerPriority(tid, raised)
 	for i := 0; i < n; i++ {
 		if gap > 0 {
 			time.Sleep(gap)
@@ -220,8 +218,6 @@ func (unrecorded) recordWAL(_, _ time.Duration) {}
 func runReads(fd int, buf []byte, rng *blockPicker, n int, r *runner, path string) (int64, error) {
 	var read int64
 	bs := int64(len(buf))
-	tid, raised, _ := raisePriority() // priority.go
-	defer lowerPriority(tid, raised)
 	for i := 0; i < n; i++ {
 		if r.stop != nil && r.stop.Load() {
 			return read, errInterrupted

@@ -62,8 +62,6 @@ type probe struct {
 
 	// owned by the probe's goroutine
 	done         <-chan struct{} // closed at shutdown
-	tid          int             // the loop's thread
-	raised       bool            // at raised priority (priority.go)
 	kind         prober          // nil until opened
 	site         *site
 	devGate      chan struct{} // held for a whole cycle: probes never time each other
@@ -88,14 +86,6 @@ func (p *probe) file() string { return filePrefix + p.cfg.Name + "-" + fileSuffi
 // directory that appears later, or a remount read-write, recovers by itself.
 func (p *probe) loop(ctx context.Context) {
 	p.done = ctx.Done()
-	// Raised once for the loop's life (priority.go); setup drops back.
-	tid, raised, err := raisePriority()
-	defer lowerPriority(tid, raised)
-	p.tid, p.raised = tid, raised
-	if err != nil {
-		p.log.Info("probe measures at normal CPU priority: when the CPUs are saturated its latencies include scheduling delay; grant CAP_SYS_NICE (or LimitNICE=-10 under systemd)",
-			"probe", p.cfg.Name, "err", err)
-	}
 	defer p.teardown()
 	// A random first delay within the jitter window spreads a fleet's
 	// probes, but metrics appear soon after start.
@@ -151,12 +141,7 @@ func (p *probe) cycle() error {
 		return errInterrupted
 	}
 	if !p.prepared {
-		var written int64
-		err := atNormalPriority(p.tid, p.raised, func() error {
-			var err error
-			written, err = p.kind.prepare(p.fl, &p.stop)
-			return err
-		})
+		written, err := p.kind.prepare(p.fl, &p.stop)
 		p.m.written.WithLabelValues(p.cfg.Name).Add(float64(written))
 		if err != nil {
 			return err

@@ -20,8 +20,7 @@ import (
 // BenchmarkWakePathAB asks what in a process changes the cost of a paced
 // fdatasync (the daemon read a few per cent above fio and `check` on
 // devices where an fdatasync is a few hundred µs of CPU work, docs/
-// benchmarks.md). The same WAL op (timedWALOp, 2300 bytes, 10 ms gap,
-// priority raised as the probes do) runs in one process under several
+// benchmarks.md). The same WAL op (timedWALOp, 2300 bytes, 10 ms gap) runs in one process under several
 // process conditions, interleaved block by block with the order rotating,
 // so drift of the machine or the device lands on every condition alike:
 //
@@ -162,7 +161,6 @@ func BenchmarkWakePathAB(b *testing.B) {
 				ci := (k + blk) % len(conds)
 				c := conds[ci]
 				stopBG := c.bg()
-				tid, raised, _ := raisePriority()
 				fl := &inflight{}
 				for n := 0; n <= perBlock; n++ { // op 0 primes, untimed
 					if off+bs > segment {
@@ -178,7 +176,6 @@ func BenchmarkWakePathAB(b *testing.B) {
 						got[ci] = append(got[ci], op.fdatasync)
 					}
 				}
-				lowerPriority(tid, raised)
 				stopBG()
 			}
 		}
