@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ type smartFlags struct {
 	verbose    bool
 	smartctl   string
 	devType    string
+	devices    []smart.Device // the DEVICE arguments, read by validate
 	timeout    time.Duration
 	nocheck    string
 	concurrent int
@@ -92,7 +94,7 @@ cannot be read may be the one that is dying, so it outranks a degraded one.`,
   diskcanary smart --from-json saved/*.json --json
   diskcanary smart -v; case $? in 1) page;; 2) recheck;; 3) ticket;; esac`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.validate(cmd); err != nil {
+			if err := f.validate(cmd, args); err != nil {
 				return &exitError{exitUsage, err}
 			}
 			return f.run(cmd, args)
@@ -112,8 +114,9 @@ cannot be read may be the one that is dying, so it outranks a degraded one.`,
 	return cmd
 }
 
-// validate refuses what would otherwise be silently ignored or misread.
-func (f *smartFlags) validate(cmd *cobra.Command) error {
+// validate refuses what would otherwise be silently ignored or misread,
+// and reads the DEVICE arguments of a live read into f.devices.
+func (f *smartFlags) validate(cmd *cobra.Command, args []string) error {
 	if len(f.fromJSON) > 0 {
 		for _, name := range []string{"smartctl", "device-type", "timeout", "nocheck", "concurrency"} {
 			if cmd.Flags().Changed(name) {
@@ -124,6 +127,24 @@ func (f *smartFlags) validate(cmd *cobra.Command) error {
 	}
 	if key, problem := config.CheckSmartRead(f.smartctl, f.timeout, f.concurrent, f.nocheck); problem != "" {
 		return fmt.Errorf("--%s: %s", key, problem)
+	}
+	if f.devType != "" {
+		if _, problem := config.CheckSmartDevice("/dev/sda", f.devType); problem != "" {
+			return fmt.Errorf("--device-type: %s", problem)
+		}
+	}
+	// A DEVICE obeys smart.devices' rules: a /dev path, a smartctl type.
+	f.devices = make([]smart.Device, 0, len(args))
+	for _, a := range args {
+		name, typ, _ := strings.Cut(a, ";")
+		if !strings.HasPrefix(name, "/") {
+			name = "/dev/" + name
+		}
+		typ = cmp.Or(typ, f.devType)
+		if key, problem := config.CheckSmartDevice(name, typ); problem != "" {
+			return fmt.Errorf("DEVICE %q: %s: %s", a, key, problem)
+		}
+		f.devices = append(f.devices, smart.Device{Name: name, Type: typ})
 	}
 	return nil
 }
@@ -141,7 +162,7 @@ func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
 	if len(f.fromJSON) > 0 {
 		reports, unreadable = readSmartFiles(cmd.ErrOrStderr(), append(f.fromJSON, args...))
 	} else {
-		states, err := f.live(cmd.Context(), args)
+		states, err := f.live(cmd.Context())
 		if err != nil {
 			return &exitError{smartExitUnknown, err}
 		}
@@ -253,23 +274,12 @@ func readSmartFiles(stderr io.Writer, files []string) (reports []smart.Report, u
 	return reports, unreadable
 }
 
-func (f *smartFlags) live(parent context.Context, args []string) ([]smart.DeviceState, error) {
+func (f *smartFlags) live(parent context.Context) ([]smart.DeviceState, error) {
 	if parent == nil {
 		parent = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	devices := make([]smart.Device, 0, len(args))
-	for _, a := range args {
-		name, typ, _ := strings.Cut(a, ";")
-		if !strings.HasPrefix(name, "/") {
-			name = "/dev/" + name
-		}
-		if typ == "" {
-			typ = f.devType
-		}
-		devices = append(devices, smart.Device{Name: name, Type: typ})
-	}
 	r := smart.NewRunner(smart.RunnerConfig{
 		Smartctl:    f.smartctl,
 		Interval:    time.Hour,
@@ -277,7 +287,7 @@ func (f *smartFlags) live(parent context.Context, args []string) ([]smart.Device
 		Concurrency: f.concurrent,
 		NoCheck:     f.nocheck,
 	})
-	st, err := r.CollectOnce(ctx, devices)
+	st, err := r.CollectOnce(ctx, f.devices)
 	if err != nil {
 		return nil, err
 	}

@@ -245,6 +245,11 @@ func TestSmartUsageExit64(t *testing.T) {
 		{[]string{"--timeout", "11m"}, "diskcanary: --timeout: 11m is above the maximum of 10m"},
 		{[]string{"--smartctl", "-x"}, `diskcanary: --smartctl: "-x" starts with "-"`},
 		{[]string{"--from-json", "x.json", "-d", "sat"}, "diskcanary: --device-type is for live reads; --from-json files already hold smartctl's output"},
+		// A DEVICE obeys smart.devices' rules (once passed to smartctl as given).
+		{[]string{"/etc/passwd"}, `diskcanary: DEVICE "/etc/passwd": name: "/etc/passwd" is not a /dev path`},
+		{[]string{"../etc/passwd"}, `diskcanary: DEVICE "../etc/passwd": name: "/dev/../etc/passwd" contains ".."; name the path directly`},
+		{[]string{"sda;sat -T permissive"}, `diskcanary: DEVICE "sda;sat -T permissive": type: "sat -T permissive" is not a smartctl -d type (sat, nvme, megaraid,N, ...)`},
+		{[]string{"-d", "nvme,0xffffffff;x", "sda"}, `diskcanary: --device-type: "nvme,0xffffffff;x" is not a smartctl -d type (sat, nvme, megaraid,N, ...)`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runSmart(t, tc.args...)

@@ -35,10 +35,10 @@ import (
 
 // Bounds that are not a single key's.
 const (
-	// MaxProbeTargets bounds probes.targets. A probe's op stuck in D state
-	// on a hung disk holds its OS thread until the disk answers, so the
-	// probes must leave most of Go's 10,000-thread limit to the rest of the
-	// daemon. 128 is 64 directories with the default wal + randread pair:
+	// MaxProbeTargets bounds probes.targets. Every probe holds one OS thread
+	// for its life (its loop is locked to it), and a thread stuck in D state
+	// on a hung disk is never given back, so the probes must leave most of
+	// Go's 10,000-thread limit to the rest of the daemon. 128 is 64 directories with the default wal + randread pair:
 	// more disks than a 60-bay storage server has.
 	MaxProbeTargets = 128
 	// MaxSmartDevices bounds smart.devices (an entry costs a goroutine and

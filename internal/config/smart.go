@@ -253,6 +253,15 @@ func (s *Smart) validate(src map[string]*yaml.Node) error {
 	return nil
 }
 
+// CheckSmartDevice applies a smart.devices entry's rules to a device named
+// on the command line (`diskcanary smart DEVICE`, its type from ";TYPE" or
+// --device-type): the key refused ("name" or "type") and why, or "".
+func CheckSmartDevice(name, typ string) (key, problem string) {
+	d := SmartDevice{Name: name, Type: typ}
+	key, _, problem = checkKeys(smartDeviceKeys, &d, nil, "")
+	return key, problem
+}
+
 // CheckSmartRead applies the smart section's rules to a one-shot read's
 // settings (`diskcanary smart`, whose flags are named as these keys are):
 // the key refused and why, or "" when they hold. The command line and the

@@ -113,7 +113,6 @@ type Runner struct {
 }
 
 type tracked struct {
-	dev      Device
 	explicit bool
 	lastSeen time.Time
 	running  bool
@@ -174,7 +173,6 @@ func NewRunner(cfg RunnerConfig) *Runner {
 func (r *Runner) newDevice(t Device, explicit bool, now time.Time) *tracked {
 	controller := controllerOf(r.cfg.Paths.Sys(), t)
 	return &tracked{
-		dev:      t,
 		explicit: explicit,
 		lastSeen: now,
 		// Spread first runs over a tenth of the interval so a host with many
@@ -328,8 +326,8 @@ func (r *Runner) scan(ctx context.Context) {
 	for _, t := range devices {
 		if d, ok := r.devs[t.Key()]; ok {
 			d.lastSeen = now
-			if d.dev.Protocol == "" {
-				d.dev.Protocol = t.Protocol
+			if d.state.Device.Protocol == "" {
+				d.state.Device.Protocol = t.Protocol
 			}
 			continue
 		}
@@ -346,7 +344,7 @@ func (r *Runner) scan(ctx context.Context) {
 		// device that comes back can never get a second concurrent run.
 		if !d.explicit && !d.running && now.Sub(d.lastSeen) > r.cfg.VanishedAfter {
 			delete(r.devs, k)
-			r.log.Info("smart: device vanished, dropping its series", "device", d.dev.Name)
+			r.log.Info("smart: device vanished, dropping its series", "device", d.state.Device.Name)
 		}
 	}
 }
@@ -379,7 +377,7 @@ func (r *Runner) collect(ctx context.Context, d *tracked) {
 	// The process did not die at SIGKILL (uninterruptible sleep on a dead
 	// disk): its concurrency slot is free again, but the device gets no
 	// second run until the kernel lets go of the first.
-	r.log.Warn("smartctl still not reaped after SIGKILL; the device stays quarantined until it is", "device", d.dev.Name)
+	r.log.Warn("smartctl still not reaped after SIGKILL; the device stays quarantined until it is", "device", d.state.Device.Name)
 	<-out.reaped
 	r.mu.Lock()
 	d.running = false
@@ -398,10 +396,10 @@ func (r *Runner) args(d *tracked) []string {
 	if res := d.state.Result; res != nil && res.Protocol == ProtocolATA {
 		args = append(args, "--log=devstat", "--capabilities")
 	}
-	if d.dev.Type != "" {
-		args = append(args, "--device="+d.dev.Type)
+	if d.state.Device.Type != "" {
+		args = append(args, "--device="+d.state.Device.Type)
 	}
-	return append(args, d.dev.Name)
+	return append(args, d.state.Device.Name)
 }
 
 // record folds one run into the device state. Caller holds r.mu.
@@ -412,7 +410,7 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 	defer func() {
 		// Log a device's errors when they change, not on every run.
 		if errs := strings.Join(st.Errors, "; "); errs != prevErrs && errs != "" {
-			r.log.Warn("smart: device read failed", "device", d.dev.Name, "err", errs)
+			r.log.Warn("smart: device read failed", "device", d.state.Device.Name, "err", errs)
 		}
 	}()
 	st.Errors = nil
@@ -427,7 +425,7 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 		backoff := min(r.cfg.Interval<<min(d.hangs-1, 20), r.cfg.MaxBackoff)
 		d.nextRun = now.Add(backoff)
 		st.Errors = append(st.Errors, fmt.Sprintf("smartctl timed out after %s and was killed; quarantined, next try in %s", r.cfg.Timeout, backoff))
-		r.log.Warn("smartctl timed out; device quarantined", "device", d.dev.Name, "timeout", r.cfg.Timeout, "consecutive", d.hangs, "retry_in", backoff)
+		r.log.Warn("smartctl timed out; device quarantined", "device", d.state.Device.Name, "timeout", r.cfg.Timeout, "consecutive", d.hangs, "retry_in", backoff)
 		return
 	}
 	d.hangs = 0
@@ -443,13 +441,13 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 	if err != nil {
 		st.Success = false
 		st.ExitStatus = ExitStatus(out.code & 0xff)
-		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.dev.Name, out.code, err)
+		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.state.Device.Name, out.code, err)
 		if out.stderr != "" {
 			msg += ": " + out.stderr
 		}
 		st.Errors = append(st.Errors, msg)
 		if ExitStatus(out.code).NoData() {
-			r.explainPermission(st, d.dev.Protocol, out.stderr)
+			r.explainPermission(st, d.state.Device.Protocol, out.stderr)
 		}
 		return
 	}
@@ -468,7 +466,7 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 		// What smartctl says it spoke beats what the scan guessed.
 		protocol := res.Protocol
 		if protocol == "" {
-			protocol = d.dev.Protocol
+			protocol = d.state.Device.Protocol
 		}
 		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.stderr)
 	default:

@@ -144,7 +144,7 @@ func (r *Runner) selfTestDue(d *tracked, now time.Time) (kind int, wake, ok bool
 		res = &Result{}
 	}
 	if st.active >= 0 && now.Sub(st.activeSince) > st.activeHold {
-		r.log.Warn("smart: self-test not seen to finish; releasing its controller", "device", d.dev.Name, "type", SelfTestKinds[st.active], "after", st.activeHold)
+		r.log.Warn("smart: self-test not seen to finish; releasing its controller", "device", d.state.Device.Name, "type", SelfTestKinds[st.active], "after", st.activeHold)
 		st.active = -1
 	}
 	kind = c.dueKind(st, res, now)
@@ -218,10 +218,10 @@ func (r *Runner) startSelfTest(ctx context.Context, d *tracked, kind int, wake b
 		nocheck = "never"
 	}
 	args := []string{"--json", "--nocheck=" + nocheck, "--test=" + SelfTestKinds[kind]}
-	if d.dev.Type != "" {
-		args = append(args, "--device="+d.dev.Type)
+	if d.state.Device.Type != "" {
+		args = append(args, "--device="+d.state.Device.Type)
 	}
-	args = append(args, d.dev.Name)
+	args = append(args, d.state.Device.Name)
 	out := r.exec(ctx, args...)
 	<-r.sem
 	now := time.Now()
@@ -248,7 +248,7 @@ func (r *Runner) recordStart(d *tracked, kind int, out execResult, now time.Time
 		st.active = -1
 		st.lastTry[kind] = now
 		d.state.SelfTestSkips[kind][SkipStartFailed]++
-		r.log.Warn("smart: self-test not started; next try in the next window", "device", d.dev.Name, "type", SelfTestKinds[kind], "err", why)
+		r.log.Warn("smart: self-test not started; next try in the next window", "device", d.state.Device.Name, "type", SelfTestKinds[kind], "err", why)
 	}
 	switch {
 	case out.timedOut:
@@ -286,5 +286,5 @@ func (r *Runner) recordStart(d *tracked, kind int, out execResult, now time.Time
 	d.state.SelfTestLastStart[kind] = now
 	// Read it back at once: the progress metrics start from the drive's own status.
 	d.nextRun = now
-	r.log.Info("smart: self-test started", "device", d.dev.Name, "type", SelfTestKinds[kind], "controller", d.controller)
+	r.log.Info("smart: self-test started", "device", d.state.Device.Name, "type", SelfTestKinds[kind], "controller", d.controller)
 }
