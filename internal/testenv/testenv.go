@@ -26,6 +26,11 @@ func RequireRoot(tb testing.TB) {
 	if os.Geteuid() != 0 {
 		tb.Skip("skipping: needs root (loop devices, mounts, cgroups); CI runs as root")
 	}
+	reapOnce.Do(func() {
+		for _, u := range reap() {
+			tb.Logf("testenv: undone what a killed test run left behind: %s", u)
+		}
+	})
 }
 
 // Tmpfs mounts a fresh 64 MiB tmpfs (a filesystem that is memory: its
@@ -37,13 +42,19 @@ func Tmpfs(tb testing.TB) string {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
 		tb.Fatalf("mount tmpfs: %v: %s", err, out)
 	}
+	forget := record(tb, "mount", dir, "")
 	tb.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 			tb.Errorf("umount %s: %v: %s", dir, err, out)
+			return
 		}
+		forget()
 	})
 	return dir
 }
+
+// imagePrefix names the image files LoopFSIn makes.
+const imagePrefix = "diskcanary-testenv-"
 
 // LoopFS makes a filesystem of fstype (ext4, xfs, btrfs) on a fresh loop
 // device backed by a size-byte file, mounts it, and undoes it all at
@@ -65,7 +76,7 @@ func LoopFSIn(tb testing.TB, dir string, size int64, fstype string, mkfsArgs ...
 	if dir == "" {
 		dir = tb.TempDir()
 	}
-	f, err := os.CreateTemp(dir, "diskcanary-testenv-*.img")
+	f, err := os.CreateTemp(dir, imagePrefix+"*.img")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -95,8 +106,13 @@ func LoopFSIn(tb testing.TB, dir string, size int64, fstype string, mkfsArgs ...
 	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
 		tb.Fatalf("mount %s: %v: %s", dev, err, out)
 	}
+	forget := record(tb, "mount", mnt, "")
 	// Registered after TempDir's own cleanup, so it runs first.
-	tb.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	tb.Cleanup(func() {
+		if unix.Unmount(mnt, unix.MNT_DETACH) == nil {
+			forget()
+		}
+	})
 	return mnt, dev
 }
 
@@ -118,7 +134,13 @@ func LoopDevice(tb testing.TB, img string, losetupArgs ...string) string {
 		tb.Fatalf("losetup %s: %v: %s", img, err, stderr)
 	}
 	dev := strings.TrimSpace(string(out))
-	tb.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	abs, _ := filepath.Abs(img)
+	forget := record(tb, "loop", dev, abs)
+	tb.Cleanup(func() {
+		if exec.Command("losetup", "-d", dev).Run() == nil {
+			forget()
+		}
+	})
 	return dev
 }
 
