@@ -563,6 +563,9 @@ func timerfdTicks(d, every time.Duration) (<-chan struct{}, func(), error) {
 
 // runCheck is job number job of a run (its own probe file).
 func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
+	// On one OS thread, as a daemon probe's loop is (probe.go).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples}
 	c, err := o.probeConfig(job)
 	if err != nil {
