@@ -87,10 +87,10 @@ func (p *probe) file() string { return filePrefix + p.cfg.Name + "-" + fileSuffi
 // directory that appears later, or a remount read-write, recovers by itself.
 func (p *probe) loop(ctx context.Context) {
 	p.done = ctx.Done()
-	// The loop keeps one OS thread for its life. A goroutine that moves
-	// between threads read the VM disk's 4 KiB reads at ~1.6× fio's (p50
-	// 115-126 µs against 70-73, 2026-11-26, three interleaved rounds); on
-	// one thread, as fio's job is, at fio's (71-80). It runs at normal
+	// The loop keeps one OS thread for its life, as fio's job does: a
+	// goroutine that moved between threads read the VM disk's 4 KiB reads
+	// at ~1.6× fio's (p50 115-126 µs against 70-73, 2026-11-26), one kept
+	// on its thread at 64-74 (docs/benchmarks.md). It runs at normal
 	// priority, as etcd does (README, "Timed ops run at normal priority").
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

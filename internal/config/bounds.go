@@ -38,8 +38,9 @@ const (
 	// MaxProbeTargets bounds probes.targets. Every probe holds one OS thread
 	// for its life (its loop is locked to it), and a thread stuck in D state
 	// on a hung disk is never given back, so the probes must leave most of
-	// Go's 10,000-thread limit to the rest of the daemon. 128 is 64 directories with the default wal + randread pair:
-	// more disks than a 60-bay storage server has.
+	// Go's 10,000-thread limit to the rest of the daemon. 128 is 64
+	// directories with the default wal + randread pair: more disks than a
+	// 60-bay storage server has.
 	MaxProbeTargets = 128
 	// MaxSmartDevices bounds smart.devices (an entry costs a goroutine and
 	// its state, never a thread: smartctl runs are bounded by concurrency).

@@ -22,7 +22,7 @@ import (
 // in registryDir under the test process's pid while it exists, and the
 // first root test of every later test process takes down what processes
 // that are gone left behind (reapOnce, from RequireRoot).
-var registryDir = "/run/diskcanary-testenv"
+const registryDir = "/run/diskcanary-testenv"
 
 var (
 	reapOnce sync.Once
