@@ -293,55 +293,52 @@ func driftCases() []alertCase {
 	return cases
 }
 
-func selfDriftCases() []alertCase {
-	var cases []alertCase
+// selfDriftCases are op's (fdatasync or read) self-drift cases.
+func selfDriftCases(op string) []alertCase {
 	// 10-minute steps; a week is 1008 steps. Evaluate at 1w 2h50m.
 	const week, after = 1008, 18
-	for _, op := range []string{"fdatasync", "read"} {
-		metric := "diskcanary_" + op + "_duration_seconds"
-		alert := "Diskcanary" + strings.ToUpper(op[:1]) + op[1:] + "SelfDrift"
-		lbl := driftTarget(op, 1, "")
-		// Every le gets "per" samples per step for the week, then "perAfter".
-		shape := func(before, after2 []bucket) []series {
-			var out []series
-			les := map[string][2]int{}
-			var order []string
-			for _, b := range before {
-				les[b.le] = [2]int{b.cum, 0}
-				order = append(order, b.le)
-			}
-			for _, b := range after2 {
-				v := les[b.le]
-				v[1] = b.cum
-				les[b.le] = v
-			}
-			row := func(name string, v [2]int) series {
-				return series{name, fmt.Sprintf("0+%dx%d %d+%dx%d", v[0], week, v[0]*week+v[1], v[1], after)}
-			}
-			for _, le := range order {
-				out = append(out, row(fmt.Sprintf(`%s_bucket{%s, le="%s"}`, metric, lbl, le), les[le]))
-			}
-			last := les[order[len(order)-1]]
-			out = append(out, row(fmt.Sprintf(`%s_bucket{%s, le="+Inf"}`, metric, lbl), last), row(fmt.Sprintf(`%s_count{%s}`, metric, lbl), last))
-			return out
+	metric := "diskcanary_" + op + "_duration_seconds"
+	alert := "Diskcanary" + strings.ToUpper(op[:1]) + op[1:] + "SelfDrift"
+	lbl := driftTarget(op, 1, "")
+	// Every le gets "per" samples per step for the week, then "perAfter".
+	shape := func(before, after2 []bucket) []series {
+		var out []series
+		les := map[string][2]int{}
+		var order []string
+		for _, b := range before {
+			les[b.le] = [2]int{b.cum, 0}
+			order = append(order, b.le)
 		}
-		les := []string{"0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01"}
-		b := func(counts ...int) []bucket {
-			var out []bucket
-			for i, c := range counts {
-				out = append(out, bucket{les[i], c})
-			}
-			return out
+		for _, b := range after2 {
+			v := les[b.le]
+			v[1] = b.cum
+			les[b.le] = v
 		}
-		// Last week p99 0.995 ms; now 9.95 ms.
-		cases = append(cases,
-			alertCase{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{lbl},
-				input: shape(b(0, 0, 2000, 2000, 2000, 2000), b(0, 0, 0, 0, 0, 2000))},
-			alertCase{name: op + ": 3.5× last week but under the 2 ms floor", interv: "10m", at: "170h50m", alert: alert,
-				input: shape(b(0, 2000, 2000, 2000, 2000, 2000), b(0, 0, 1960, 2000, 2000, 2000))},
-			alertCase{name: op + ": 10× but only 600 samples an hour last week", interv: "10m", at: "170h50m", alert: alert,
-				input: shape(b(0, 0, 100, 100, 100, 100), b(0, 0, 0, 0, 0, 2000))},
-		)
+		row := func(name string, v [2]int) series {
+			return series{name, fmt.Sprintf("0+%dx%d %d+%dx%d", v[0], week, v[0]*week+v[1], v[1], after)}
+		}
+		for _, le := range order {
+			out = append(out, row(fmt.Sprintf(`%s_bucket{%s, le="%s"}`, metric, lbl, le), les[le]))
+		}
+		last := les[order[len(order)-1]]
+		out = append(out, row(fmt.Sprintf(`%s_bucket{%s, le="+Inf"}`, metric, lbl), last), row(fmt.Sprintf(`%s_count{%s}`, metric, lbl), last))
+		return out
 	}
-	return cases
+	les := []string{"0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01"}
+	b := func(counts ...int) []bucket {
+		var out []bucket
+		for i, c := range counts {
+			out = append(out, bucket{les[i], c})
+		}
+		return out
+	}
+	// Last week p99 0.995 ms; now 9.95 ms.
+	return []alertCase{
+		alertCase{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{lbl},
+			input: shape(b(0, 0, 2000, 2000, 2000, 2000), b(0, 0, 0, 0, 0, 2000))},
+		alertCase{name: op + ": 3.5× last week but under the 2 ms floor", interv: "10m", at: "170h50m", alert: alert,
+			input: shape(b(0, 2000, 2000, 2000, 2000, 2000), b(0, 0, 1960, 2000, 2000, 2000))},
+		alertCase{name: op + ": 10× but only 600 samples an hour last week", interv: "10m", at: "170h50m", alert: alert,
+			input: shape(b(0, 0, 100, 100, 100, 100), b(0, 0, 0, 0, 0, 2000))},
+	}
 }
