@@ -334,11 +334,11 @@ func selfDriftCases(op string) []alertCase {
 	}
 	// Last week p99 0.995 ms; now 9.95 ms.
 	return []alertCase{
-		alertCase{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{lbl},
+		{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{lbl},
 			input: shape(b(0, 0, 2000, 2000, 2000, 2000), b(0, 0, 0, 0, 0, 2000))},
-		alertCase{name: op + ": 3.5× last week but under the 2 ms floor", interv: "10m", at: "170h50m", alert: alert,
+		{name: op + ": 3.5× last week but under the 2 ms floor", interv: "10m", at: "170h50m", alert: alert,
 			input: shape(b(0, 2000, 2000, 2000, 2000, 2000), b(0, 0, 1960, 2000, 2000, 2000))},
-		alertCase{name: op + ": 10× but only 600 samples an hour last week", interv: "10m", at: "170h50m", alert: alert,
+		{name: op + ": 10× but only 600 samples an hour last week", interv: "10m", at: "170h50m", alert: alert,
 			input: shape(b(0, 0, 100, 100, 100, 100), b(0, 0, 0, 0, 0, 2000))},
 	}
 }
