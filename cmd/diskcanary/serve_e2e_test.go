@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,4 +102,41 @@ func TestServePortInUse(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "address already in use")
+}
+
+// The daemon runs its Go code on one CPU unless told otherwise, as
+// node_exporter does: --runtime.gomaxprocs, whose default the GOMAXPROCS
+// environment variable sets. The Go collector's gauge says what the
+// runtime took.
+func TestServeGOMAXPROCS(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  string
+		args []string
+		want string
+	}{
+		{"default", "", nil, "go_sched_gomaxprocs_threads 1"},
+		{"flag", "", []string{"--runtime.gomaxprocs", "3"}, "go_sched_gomaxprocs_threads 3"},
+		{"environment", "GOMAXPROCS=2", nil, "go_sched_gomaxprocs_threads 2"},
+		{"flag beats environment", "GOMAXPROCS=2", []string{"--runtime.gomaxprocs", "4"}, "go_sched_gomaxprocs_threads 4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			addr := testenv.FreeAddr(t)
+			cmd := diskcanaryCmd(t, nil, append([]string{"serve", "--probe.dir", t.TempDir(), "--no-collector.smart",
+				"--web.listen-address", addr}, c.args...)...)
+			cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+			if c.env != "" {
+				cmd.Env = append(cmd.Env, c.env)
+			}
+			testenv.StartCmd(t, cmd)
+			var body string
+			require.Eventually(t, func() bool {
+				var code int
+				var err error
+				code, body, err = get("http://" + addr + "/metrics")
+				return err == nil && code == 200
+			}, 20*time.Second, 50*time.Millisecond)
+			require.Equal(t, c.want, regexp.MustCompile(`(?m)^go_sched_gomaxprocs_threads .*$`).FindString(body))
+		})
+	}
 }
