@@ -19,7 +19,7 @@ import (
 //   - fio's etcd recipe back to back, Samples ops;
 //   - the daemon's WAL loop (probes.BenchmarkWALOp: pwrite + fdatasync,
 //     both timed, histograms observed, in-flight clock kept, syscall
-//     state), Samples ops;
+//     state, GOMAXPROCS 1 as serve runs), Samples ops;
 //   - check's (probes.BenchmarkWALOpCheck: the same with raw syscalls).
 //
 // Overhead is wall time per op minus the time the tool itself timed in the
@@ -47,8 +47,14 @@ func probeOverhead(r *run, p params) bool {
 		overhead, wall []float64
 	}
 	fio, daemon, check := &loop{name: "fio"}, &loop{name: "diskcanary daemon"}, &loop{name: "diskcanary check"}
-	goBench := func(l *loop, bench string) {
-		cmd := exec.Command(test, "-test.run=^$", "-test.bench=^"+bench+"$", "-test.benchtime="+strconv.Itoa(p.Samples)+"x")
+	// procs is GOMAXPROCS as each runs it: the daemon at its
+	// --runtime.gomaxprocs default, 1 (with its P in syscall state and no
+	// idle P, the runtime's monitor takes the P back during an op now and
+	// then: ~378 ns against ~364 at 2, 2026-11-26); check with a spare P
+	// (probes/check.go), 2.
+	goBench := func(l *loop, bench string, procs int) {
+		cmd := exec.Command(test, "-test.run=^$", "-test.bench=^"+bench+"$", "-test.benchtime="+strconv.Itoa(p.Samples)+"x",
+			"-test.cpu="+strconv.Itoa(procs))
 		cmd.Env = append(os.Environ(), "DISKCANARY_BENCH_DIR="+dir)
 		bs, err := read.ParseGoBench(bytes.NewReader(r.output(cmd)))
 		if err != nil || len(bs) != 1 {
@@ -70,9 +76,9 @@ func probeOverhead(r *run, p params) bool {
 				fio.wall = append(fio.wall, wall)
 				fio.overhead = append(fio.overhead, wall-j.Write.Lat.Mean-j.Sync.Lat.Mean)
 			case daemon:
-				goBench(daemon, "BenchmarkWALOp")
+				goBench(daemon, "BenchmarkWALOp", 1)
 			case check:
-				goBench(check, "BenchmarkWALOpCheck")
+				goBench(check, "BenchmarkWALOpCheck", 2)
 			}
 		}
 	}
