@@ -105,8 +105,8 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 // already applied) says otherwise. A node agent needs no more than a CPU,
 // and its own work must not compete with its probes: under 50 concurrent
 // scrapers on 2 vCPUs, the read probe's p99 rose ×3.3-3.8 with the
-// scrapes on both CPUs (fio's beside them ×1.1-1.3) and ×1.3-1.5 with
-// them on one (fio's ×1.0-1.7; go run ./bench scrape-load,
+// scrapes on both CPUs (fio's beside them ×1.1-1.3) and ×1.2-1.5 with
+// them on one (fio's ×0.9-1.7; go run ./bench scrape-load,
 // docs/benchmarks.md). The timed ops are in syscall state, so they never
 // wait for the one P; only the untimed work between them does.
 func defaultMaxProcs() int {
