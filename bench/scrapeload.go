@@ -21,20 +21,22 @@ import (
 //
 //  1. Continuous: the scrapers for -duration while the probes run on -dir:
 //     errors and /metrics latency (hey).
-//  2. Interleaved: -duration / -interval cycles of windows {idle, scrape,
-//     busy} and a last idle window. busy is the control: one SCHED_IDLE
-//     busy loop per CPU, which keeps every CPU out of its idle state but
-//     yields to anything else. On a VM that alone changes I/O latency (an
-//     idle vCPU is woken by the host to take the completion interrupt; a
-//     busy one takes it at once), for any tool: the machine's truth, not
-//     the probe's error. The probes' native histograms are read at every
-//     switch; each window, and each kind of window pooled, gives a p50
+//  2. Interleaved: -duration / -interval cycles, each of the probes'
+//     windows {idle, scrape, busy} and of fio's (3), the two in turn and
+//     the order flipped every other cycle. busy is the control: one
+//     SCHED_IDLE busy loop per CPU, which keeps every CPU out of its idle
+//     state but yields to anything else. On a VM that alone changes I/O
+//     latency (an idle vCPU is woken by the host to take the completion
+//     interrupt; a busy one takes it at once), for any tool: the
+//     machine's truth, not the probe's error. The probes' native
+//     histograms are read at every switch (a daemon started afresh each
+//     cycle); each window, and each kind of window pooled, gives a p50
 //     and a p99 (read.Histogram.Quantile, as the alerts read them).
-//  3. The reference, fio, under the same scrapers: the same cycles (idle,
-//     scrape), fio's etcd recipe and 4 KiB O_DIRECT random reads (on the
-//     read probe's working set) on -dir in place of the probes, while the
-//     scrapers hit a daemon whose probes run on tmpfs (same series, same
-//     scrape cost, no disk I/O). fio runs as the probes do, each job for
+//  3. The reference, fio, under the same scrapers: windows idle and
+//     scrape in each cycle, fio's etcd recipe and 4 KiB O_DIRECT random
+//     reads (on the read probe's working set) on -dir in place of the
+//     probes, while the scrapers hit a daemon whose probes run on tmpfs
+//     (same series, same scrape cost, no disk I/O). fio runs as the probes do, each job for
 //     about a window: the writes -gap apart (the WAL probe's bursts follow
 //     each other, so its ops are -gap apart too), the reads in bursts of
 //     200 a second. Back to back, as until 2026-11-26, fio kept a CPU busy:
@@ -114,42 +116,58 @@ smart:
 		{"read", "diskcanary_read_duration_seconds", "rr"},
 	}
 
-	// 1 and 2: the probes on -dir.
+	// 1: the continuous load, the probes on -dir.
 	d := start(p.Dir)
 	runs := []struct {
 		label string
 		h     read.Hey
 	}{{"continuous", hey(p.Duration, d.url)}}
-	var snaps [][]*read.Histogram // per switch, per probe
-	snap := func() {
-		var s []*read.Histogram
-		for _, x := range probes {
-			s = append(s, d.histogram(r, x.metric, x.probe))
+	d.stop()
+
+	// 2 and 3 alternate cycle by cycle, the order flipped every other
+	// cycle, so that a disk whose speed drifts weighs on both alike: run
+	// one after the other, the VM disk slowed during fio's half (fio's idle
+	// read p50 went from 159 to 432 µs, 2026-11-26) and decided the
+	// verdict. Each cycle starts its daemon afresh, so its windows are the
+	// differences between its own histograms.
+	var windows [][]*read.Histogram // the probes': i S B per cycle, per probe
+	probesCycle := func(c int) {
+		d := start(p.Dir)
+		defer d.stop()
+		snap := func() []*read.Histogram {
+			var s []*read.Histogram
+			for _, x := range probes {
+				s = append(s, d.histogram(r, x.metric, x.probe))
+			}
+			return s
 		}
-		snaps = append(snaps, s)
-	}
-	snap()
-	for i := range cycles {
+		prev := snap()
+		window := func() {
+			cur := snap()
+			w := make([]*read.Histogram, len(cur))
+			for k := range cur {
+				var err error
+				if w[k], err = cur[k].Since(prev[k]); err != nil {
+					r.Fatal(err)
+				}
+			}
+			windows, prev = append(windows, w), cur
+		}
 		time.Sleep(step)
-		snap()
+		window()
 		runs = append(runs, struct {
 			label string
 			h     read.Hey
-		}{fmt.Sprintf("interleaved %d", i+1), hey(step, d.url)})
-		snap()
+		}{fmt.Sprintf("interleaved %d", c+1), hey(step, d.url)})
+		window()
 		busy()
-		snap()
+		window()
 	}
-	time.Sleep(step)
-	snap()
-	d.stop()
-
-	// 3: fio on -dir, the daemon's probes on tmpfs. fio reads the read
+	// fio on -dir, the daemon's probes on tmpfs. fio reads the read
 	// probe's working set, so both read the same blocks with the same
 	// cache state.
-	d = start(shm)
 	readSet := filepath.Join(p.Dir, ".diskcanary-rr-readset")
-	var fioRuns [][]percentiles // per run (idle, scrape, idle, ...), per probe
+	var fioRuns [][]percentiles // i S per cycle, per probe
 	walOps := max(int(step/max(p.Gap, time.Millisecond)), 100)
 	reads := readBurst * max(int(step/time.Second), 1)
 	fioRun := func() {
@@ -158,8 +176,10 @@ smart:
 			fioPercentiles(r, r.fioRandRead(readSet, reads, readBurst, time.Second).Read.Clat),
 		})
 	}
-	fioRun()
-	for range cycles {
+	fioCycle := func() {
+		d := start(shm)
+		defer d.stop()
+		fioRun()
 		scrapers := exec.Command("hey", "-z", "600s", "-c", strconv.Itoa(p.Scrapers), d.url)
 		if err := scrapers.Start(); err != nil {
 			r.Fatal(err)
@@ -169,13 +189,19 @@ smart:
 		fioRun()
 		_ = scrapers.Process.Signal(syscall.SIGINT)
 		_ = scrapers.Wait()
-		time.Sleep(time.Second)
-		fioRun()
 	}
-	d.stop()
+	for c := range cycles {
+		if c%2 == 0 {
+			probesCycle(c)
+			fioCycle()
+		} else {
+			fioCycle()
+			probesCycle(c)
+		}
+	}
 
 	ok := true
-	r.printf("scrape load: %d concurrent scrapers, %v continuous, then %d × %v interleaved with idle and busy-CPU windows\n", p.Scrapers, p.Duration, cycles, step)
+	r.printf("scrape load: %d concurrent scrapers, %v continuous, then %d cycles of the probes' %v windows (idle, scrapers, busy CPUs) alternating with fio's (idle, scrapers)\n", p.Scrapers, p.Duration, cycles, step)
 	for _, x := range runs {
 		var other []string
 		for code, n := range x.h.Statuses {
@@ -194,19 +220,10 @@ smart:
 	const idle, scrape, busyCPU = 0, 1, 2
 	r.printf("latency (µs) per %v window: i idle, S scrapers, B busy CPUs (control)\n", step)
 	for k, x := range probes {
-		window := func(i int) *read.Histogram {
-			w, err := snaps[i+1][k].Since(snaps[i][k])
-			if err != nil {
-				r.Fatal(err)
-			}
-			return w
-		}
 		pooled := func(kind int) *read.Histogram {
-			var pool *read.Histogram
-			for i := kind; i < len(snaps)-1; i += 3 {
-				if pool == nil {
-					pool = window(i)
-				} else if pool, err = pool.Add(window(i)); err != nil {
+			pool := windows[kind][k]
+			for i := kind + 3; i < len(windows); i += 3 {
+				if pool, err = pool.Add(windows[i][k]); err != nil {
 					r.Fatal(err)
 				}
 			}
@@ -218,8 +235,8 @@ smart:
 			get   func(percentiles) float64
 		}{{"p50", 0.5, p50}, {"p99", 0.99, p99}} {
 			var dc, ref []string
-			for i := range len(snaps) - 1 {
-				dc = append(dc, fmt.Sprintf("%c%.0f", "iSB"[i%3], window(i).Quantile(q.q)*1e6))
+			for i, w := range windows {
+				dc = append(dc, fmt.Sprintf("%c%.0f", "iSB"[i%3], w[k].Quantile(q.q)*1e6))
 			}
 			for i, f := range fioRuns {
 				ref = append(ref, fmt.Sprintf("%c%.0f", "iS"[i%2], q.get(f[k])))
