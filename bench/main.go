@@ -22,9 +22,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -198,6 +200,24 @@ func main() {
 	type result struct{ name, verdict, took string }
 	var results []result
 	failed := false
+	// An interrupt (^C, kill) takes down what the running scenario set up
+	// before exiting: killed without its cleanups, a FUSE scenario left its
+	// mount with requests waiting, and umount hung until the connection
+	// was aborted by hand (2026-11-26).
+	var current atomic.Pointer[run]
+	var interrupted atomic.Bool
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt, unix.SIGTERM)
+	go func() {
+		sig := <-interrupt
+		interrupted.Store(true)
+		fmt.Fprintf(os.Stderr, "bench: %v: cleaning up\n", sig)
+		if r := current.Load(); r != nil {
+			r.cleanup()
+		}
+		os.RemoveAll(tmp)
+		os.Exit(130)
+	}()
 	for _, s := range chosen {
 		sp := defaults
 		s.set(&sp)
@@ -206,7 +226,11 @@ func main() {
 		fmt.Printf("=== %s: %s\n", s.title, cmd)
 		t0 := time.Now()
 		r := &run{name: s.name}
+		current.Store(r)
 		verdict := r.do(func(r *run) bool { return s.run(r, sp) })
+		if interrupted.Load() {
+			select {} // the handler exits once the cleanups are done
+		}
 		failed = failed || verdict == "FAIL"
 		results = append(results, result{s.title, verdict, time.Since(t0).Round(time.Second).String()})
 		fmt.Fprintf(&sections, "### %s\n\n```\n$ %s\n%s```\n\n", s.title, cmd, r.out.String())

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -21,6 +22,7 @@ type run struct {
 	testing.TB
 	name     string
 	out      bytes.Buffer // what the report shows
+	mu       sync.Mutex   // cleanups: an interrupt runs them from another goroutine
 	cleanups []func()
 	failed   bool
 	skipped  string
@@ -31,7 +33,7 @@ type abort struct{}
 
 func (r *run) Helper()          {}
 func (r *run) Name() string     { return r.name }
-func (r *run) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *run) Cleanup(f func()) { r.mu.Lock(); r.cleanups = append(r.cleanups, f); r.mu.Unlock() }
 func (r *run) Failed() bool     { return r.failed }
 func (r *run) Log(args ...any)  { r.Logf("%s", fmt.Sprint(args...)) }
 func (r *run) Logf(f string, a ...any) {
@@ -62,9 +64,7 @@ func (r *run) do(f func(r *run) bool) (verdict string) {
 				r.Errorf("panic: %v", e)
 			}
 		}
-		for i := len(r.cleanups) - 1; i >= 0; i-- {
-			r.cleanups[i]()
-		}
+		r.cleanup()
 		switch {
 		case r.failed:
 			verdict = "FAIL"
@@ -77,6 +77,19 @@ func (r *run) do(f func(r *run) bool) (verdict string) {
 		r.failed = true
 	}
 	return "pass"
+}
+
+// cleanup runs the cleanups registered so far, last first, each once: at
+// the scenario's end, or from the interrupt handler (main.go) while the
+// scenario still runs.
+func (r *run) cleanup() {
+	r.mu.Lock()
+	fs := r.cleanups
+	r.cleanups = nil
+	r.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
 }
 
 // printf writes to the terminal and to the report.
