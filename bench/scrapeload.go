@@ -36,12 +36,12 @@ import (
 //     scrape in each cycle, fio's etcd recipe and 4 KiB O_DIRECT random
 //     reads (on the read probe's working set) on -dir in place of the
 //     probes, while the scrapers hit a daemon whose probes run on tmpfs
-//     (same series, same scrape cost, no disk I/O). fio runs as the probes do, each job for
-//     about a window: the writes -gap apart (the WAL probe's bursts follow
-//     each other, so its ops are -gap apart too), the reads in bursts of
-//     200 a second. Back to back, as until 2026-11-26, fio kept a CPU busy:
-//     the same 50 scrapers got 224 scrapes/s against 473 beside the
-//     probes, and an always-runnable reader waits for a CPU differently
+//     (same series, same scrape cost, no disk I/O). fio runs as the
+//     probes do, each job for about a window: the writes -gap apart (the
+//     WAL probe's bursts follow each other, so its ops are -gap apart
+//     too), the reads in bursts of 200 a second. Back to back, as until
+//     2026-11-26, fio kept a CPU busy: the same 50 scrapers got 224
+//     scrapes/s against 473 beside the probes, and an always-runnable reader waits for a CPU differently
 //     from one that sleeps between bursts (bpftrace: the probe's reads
 //     waited ≥ 512 µs on the run queue in 0.8 % of reads, fio's in 0.4 %).
 //
