@@ -43,6 +43,11 @@ import (
 //   - check: diskcanary check --gap, raw samples.
 //   - fio: the etcd recipe with --thinktime of the gap.
 //
+// The daemon, check and fio run beside an etcd with its data on tmpfs,
+// loaded at the same rate (-beside-etcd, on by default): a probe on a
+// control-plane node shares the CPUs with etcd, and etcd's own phase has
+// that load by construction.
+//
 // The gap (pause between one op's end and the next op's start) is 1/rate
 // minus opTime, about etcd's write + fdatasync; -gap overrides it for
 // every rate. Each phase runs min(samples/rate, -max-phase) seconds, at
@@ -82,7 +87,11 @@ func etcdVsDaemon(r *run, p params) bool {
 	gapGiven := p.Gap != defaults.Gap
 	rows := map[string]*etcdRow{} // by round/rate/source
 	key := func(i, rate int, s string) string { return fmt.Sprint(i, "/", rate, "/", s) }
-	r.printf("etcd vs daemon on %s: rates %v puts/s, %d rounds, %s\n", where(p.Dir), p.Rates, p.Rounds, nodeBPFSaid(p.NodeBPF))
+	cpus := "the others on idle CPUs"
+	if p.BesideEtcd {
+		cpus = "the others beside an etcd on tmpfs at the rate"
+	}
+	r.printf("etcd vs daemon on %s: rates %v puts/s, %d rounds, %s, %s\n", where(p.Dir), p.Rates, p.Rounds, nodeBPFSaid(p.NodeBPF), cpus)
 	for i := range p.Rounds {
 		k := i % len(etcdSources)
 		order := append(slices.Clone(etcdSources[k:]), etcdSources[:k]...)
@@ -97,6 +106,7 @@ func etcdVsDaemon(r *run, p params) bool {
 			for _, s := range order {
 				var row *etcdRow
 				stop := r.nodeBPF(p.NodeBPF && s != "daemon")
+				beside := r.besideEtcd(p.BesideEtcd && s != "etcd", rate, put)
 				switch s {
 				case "etcd":
 					row = r.etcdPhase(filepath.Join(p.Dir, "etcd"), rate, phase, put)
@@ -107,6 +117,7 @@ func etcdVsDaemon(r *run, p params) bool {
 				case "fio":
 					row = r.fioPhase(filepath.Join(p.Dir, "fio"), gap, n)
 				}
+				beside()
 				stop()
 				rows[key(i, rate, s)] = row
 				fmt.Printf("  %s: %d samples, p50 %.1f p90 %.1f p99 %.1f µs %s\n", s, row.n, row.p.p50, row.p.p90, row.p.p99, strings.Join(row.notes, " "))
@@ -193,38 +204,10 @@ func (r *run) putBody() string {
 }
 
 func (r *run) etcdPhase(dataDir string, rate int, phase time.Duration, put string) *etcdRow {
-	os.RemoveAll(dataDir)
-	defer os.RemoveAll(dataDir)
-	client, peer := testenv.FreeAddr(r), testenv.FreeAddr(r)
-	e := testenv.StartProcess(r, "etcd", "--name", "bench", "--data-dir", dataDir,
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
-		"--initial-cluster", "bench=http://"+peer, "--logger", "zap", "--log-level", "error")
-	defer func() { _ = e.Cmd.Process.Signal(syscall.SIGTERM); <-e.Done }()
-	if !waitFor(10*time.Second, 100*time.Millisecond, func() bool {
-		resp, err := http.Get("http://" + client + "/health")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}) {
-		r.Fatal("etcd did not start")
-	}
-	// One worker per 250 puts/s (a put takes ~0.5-1 ms); hey's -q is per
-	// worker. One worker spaces the puts evenly, as the probes' fixed gap
-	// does; it falls a few % short of the rate on a busy machine (a slow
-	// put drops its tick), which the achieved rate in the notes shows.
-	workers := (rate + 249) / 250
-	hey := exec.Command("hey", "-z", (phase + warmUp + 3*time.Second).String(), "-c", strconv.Itoa(workers),
-		"-q", strconv.FormatFloat(float64(rate)/float64(workers), 'f', -1, 64),
-		"-m", "POST", "-T", "application/json", "-D", put, "http://"+client+"/v3/kv/put")
-	var heyOut bytes.Buffer
-	hey.Stdout, hey.Stderr = &heyOut, &heyOut
-	if err := hey.Start(); err != nil {
-		r.Fatal(err)
-	}
+	client, pid, stop := r.startEtcd(dataDir)
+	defer stop()
+	hey := r.loadEtcd(client, rate, phase+warmUp+3*time.Second, put)
 	time.Sleep(warmUp)
-	pid := e.Cmd.Process.Pid
 	fd := walFD(r, pid)
 	script := fmt.Sprintf(`tracepoint:syscalls:sys_enter_fdatasync,tracepoint:syscalls:sys_enter_fsync /pid == %[1]d/ { @s[tid] = nsecs; @fd[tid] = args->fd; }
 tracepoint:syscalls:sys_exit_fdatasync,tracepoint:syscalls:sys_exit_fsync /@s[tid]/ { printf("S %%lld %%lld %%d\n", @s[tid], nsecs - @s[tid], @fd[tid]); delete(@s[tid]); delete(@fd[tid]); }
@@ -235,16 +218,92 @@ END { clear(@s); clear(@fd); clear(@w); }
 `, pid, fd, int(phase.Seconds()))
 	traced := filepath.Join(r.TempDir(), "bt.out")
 	r.exec("bpftrace", "-o", traced, "-e", script)
-	_ = hey.Wait()
-	h, err := read.ParseHey(&heyOut)
-	if err != nil {
-		r.Fatalf("%v\n%s", err, heyOut.Bytes())
-	}
+	h := hey.wait(r)
 	b, err := os.ReadFile(traced)
 	if err != nil {
 		r.Fatal(err)
 	}
 	return etcdRowFrom(r, b, fd, phase, h, rate)
+}
+
+// startEtcd starts a single-member etcd with its data in dataDir (made
+// afresh) and waits for it to serve; stop ends it and removes dataDir.
+func (r *run) startEtcd(dataDir string) (client string, pid int, stop func()) {
+	os.RemoveAll(dataDir)
+	client, peer := testenv.FreeAddr(r), testenv.FreeAddr(r)
+	e := testenv.StartProcess(r, "etcd", "--name", "bench", "--data-dir", dataDir,
+		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "bench=http://"+peer, "--logger", "zap", "--log-level", "error")
+	stop = func() { _ = e.Cmd.Process.Signal(syscall.SIGTERM); <-e.Done; os.RemoveAll(dataDir) }
+	if !waitFor(10*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get("http://" + client + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}) {
+		stop()
+		r.Fatal("etcd did not start")
+	}
+	return client, e.Cmd.Process.Pid, stop
+}
+
+// loadEtcd puts to client at rate puts/s for d with hey.
+func (r *run) loadEtcd(client string, rate int, d time.Duration, put string) *heyRun {
+	// One worker per 250 puts/s (a put takes ~0.5-1 ms); hey's -q is per
+	// worker. One worker spaces the puts evenly, as the probes' fixed gap
+	// does; it falls a few % short of the rate on a busy machine (a slow
+	// put drops its tick), which the achieved rate in the notes shows.
+	workers := (rate + 249) / 250
+	h := &heyRun{cmd: exec.Command("hey", "-z", d.String(), "-c", strconv.Itoa(workers),
+		"-q", strconv.FormatFloat(float64(rate)/float64(workers), 'f', -1, 64),
+		"-m", "POST", "-T", "application/json", "-D", put, "http://"+client+"/v3/kv/put")}
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
+	if err := h.cmd.Start(); err != nil {
+		r.Fatal(err)
+	}
+	return h
+}
+
+type heyRun struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+// wait waits for hey to end and reads its summary.
+func (h *heyRun) wait(r *run) read.Hey {
+	_ = h.cmd.Wait()
+	s, err := read.ParseHey(&h.out)
+	if err != nil {
+		r.Fatalf("%v\n%s", err, h.out.Bytes())
+	}
+	return s
+}
+
+// besideEtcd is the etcd a probe runs beside on a control-plane node: an
+// etcd with its data on tmpfs, loaded at the rate while the daemon, check
+// or fio runs. It makes the CPUs as busy as in etcd's own phase without a
+// second writer on the disk. On this VM that decides the tail: check's
+// fdatasync p99 on the loop device read 9.5-13.7 ms on idle CPUs and
+// 1.0-1.4 ms beside such an etcd (2026-11-26, docs/wal-gap.md), since a
+// sync that wakes an idle vCPU waits for the host to run it.
+func (r *run) besideEtcd(on bool, rate int, put string) (stop func()) {
+	if !on {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "diskcanary-bench-etcd-")
+	if err != nil {
+		r.Fatal(err)
+	}
+	client, _, stopEtcd := r.startEtcd(dir)
+	hey := r.loadEtcd(client, rate, time.Hour, put) // until stop
+	time.Sleep(warmUp)
+	return func() {
+		_ = hey.cmd.Process.Signal(os.Interrupt)
+		_ = hey.cmd.Wait()
+		stopEtcd()
+	}
 }
 
 // walFD is the fd of the newest .wal file etcd holds open (a fresh data
