@@ -263,6 +263,7 @@ func (r *run) loadEtcd(client string, rate int, d time.Duration, put string) *he
 	if err := h.cmd.Start(); err != nil {
 		r.Fatal(err)
 	}
+	r.Cleanup(func() { _ = h.cmd.Process.Kill() }) // a failed phase's; after wait, a no-op
 	return h
 }
 
