@@ -26,11 +26,16 @@ import (
 // syscall.Syscall does, so a hung op blocks only its own thread: a thread
 // in a raw syscall keeps its P, and a garbage collection's stop-the-world
 // would wait for a hung disk and /metrics with it. Syscall state has a
-// cost of its own, though: after 20 µs the runtime may hand the P to
-// another thread, which then competes for the CPUs the kernel needs to
-// finish the op. `check`, which serves nothing while it measures, runs
-// with the collector off and uses raw syscalls (raw=true), so the runtime
-// does nothing while an op is in flight, as in fio; the daemon never does.
+// cost of its own, though. After the gap every P is idle and the runtime's
+// monitor thread sleeps; entering syscall state wakes it, and it polls
+// while the op is in flight (after 20 µs it may also hand the P to another
+// thread). Traced on the loop device (2026-11-26): the daemon's other
+// threads woke 2.8-3.1 times per WAL op, 0.27 with raw syscalls, and each
+// wake-up competes for the CPUs the kernel needs to finish the op (p50
+// 12-19 % above check's there; docs/benchmarks.md). `check`, which
+// serves nothing while it measures, runs with the collector off and uses
+// raw syscalls (raw=true), so the runtime does nothing while an op is in
+// flight, as in fio; the daemon never does.
 //
 // A Go upgrade can break this. Three runtime internals are reached
 // by go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
