@@ -282,6 +282,9 @@ func (h *heyRun) wait(r *run) read.Hey {
 	return s
 }
 
+// stop ends hey before its -z is up, its summary unread.
+func (h *heyRun) stop() { _ = h.cmd.Process.Signal(os.Interrupt); _ = h.cmd.Wait() }
+
 // besideEtcd is the etcd a probe runs beside on a control-plane node: an
 // etcd with its data on tmpfs, loaded at the rate while the daemon, check
 // or fio runs. It makes the CPUs as busy as in etcd's own phase without a
@@ -300,11 +303,7 @@ func (r *run) besideEtcd(on bool, rate int, put string) (stop func()) {
 	client, _, stopEtcd := r.startEtcd(dir)
 	hey := r.loadEtcd(client, rate, time.Hour, put) // until stop
 	time.Sleep(warmUp)
-	return func() {
-		_ = hey.cmd.Process.Signal(os.Interrupt)
-		_ = hey.cmd.Wait()
-		stopEtcd()
-	}
+	return func() { hey.stop(); stopEtcd() }
 }
 
 // walFD is the fd of the newest .wal file etcd holds open (a fresh data

@@ -41,9 +41,10 @@ import (
 //     WAL probe's bursts follow each other, so its ops are -gap apart
 //     too), the reads in bursts of 200 a second. Back to back, as until
 //     2026-11-26, fio kept a CPU busy: the same 50 scrapers got 224
-//     scrapes/s against 473 beside the probes, and an always-runnable reader waits for a CPU differently
-//     from one that sleeps between bursts (bpftrace: the probe's reads
-//     waited ≥ 512 µs on the run queue in 0.8 % of reads, fio's in 0.4 %).
+//     scrapes/s against 473 beside the probes, and an always-runnable
+//     reader waits for a CPU differently from one that sleeps between
+//     bursts (bpftrace: the probe's reads waited ≥ 512 µs on the run
+//     queue in 0.8 % of reads, fio's in 0.4 %).
 //
 // Verdict: no scrape errors, and the scrapers slow the probes no more than
 // they slow fio: the probes' scrapers/idle ratio at most fio's ×1.10 at
