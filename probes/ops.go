@@ -183,21 +183,18 @@ func pagesDirtied(off, n int64) int64 {
 
 // runWAL does n × {pwrite(bs at off); fdatasync} sequentially from off,
 // sleeping gap before each op (after the previous one ended: fio's
-// thinktime). Each op's write and fdatasync are timed apart on the
-// monotonic clock, read inside the syscall wrapper (timedio.go). It
+// thinktime). The gap is slept and each op's write and fdatasync are timed
+// apart on the monotonic clock inside the syscall wrapper (timedio.go). It
 // returns the next offset and the bytes dirtied. The stop flag is checked
 // between ops, so shutdown never waits for a whole burst.
 func runWAL(fd int, buf []byte, off int64, n int, gap time.Duration, rec walRecorder, r *runner, path string) (int64, int64, error) {
 	var dirtied int64
 	bs := int64(len(buf))
 	for i := 0; i < n; i++ {
-		if gap > 0 {
-			time.Sleep(gap)
-		}
 		if r.stop != nil && r.stop.Load() {
 			return off, dirtied, errInterrupted
 		}
-		op := timedWALOp(r.fl, r.raw, fd, buf, off)
+		op := timedWALOp(r.fl, r.raw, fd, buf, off, gap)
 		dirtied += pagesDirtied(off, int64(op.wrote))
 		if op.err != nil {
 			return off, dirtied, &opError{op.stage, path, op.err}

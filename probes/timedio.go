@@ -26,16 +26,22 @@ import (
 // syscall.Syscall does, so a hung op blocks only its own thread: a thread
 // in a raw syscall keeps its P, and a garbage collection's stop-the-world
 // would wait for a hung disk and /metrics with it. Syscall state has a
-// cost of its own, though. After the gap every P is idle and the runtime's
-// monitor thread sleeps; entering syscall state wakes it, and it polls
-// while the op is in flight (after 20 µs it may also hand the P to another
-// thread). Traced on the loop device (2026-11-26): the daemon's other
-// threads woke 2.8-3.1 times per WAL op, 0.27 with raw syscalls, and each
-// wake-up competes for the CPUs the kernel needs to finish the op (p50
-// 12-19 % above check's there; docs/benchmarks.md). `check`, which
-// serves nothing while it measures, runs with the collector off and uses
-// raw syscalls (raw=true), so the runtime does nothing while an op is in
-// flight, as in fio; the daemon never does.
+// cost of its own, though. When every P is idle, as during a gap slept by
+// time.Sleep, the runtime's monitor thread sleeps; entering syscall state
+// wakes it, it polls every 20 µs or so while the op is in flight, and at
+// GOMAXPROCS 1 it hands the P to another thread it wakes. Each wake-up
+// competes for the CPUs the kernel needs to finish the op. So a WAL op's
+// gap is slept inside the op's syscall state, by the thread's own
+// clock_nanosleep: the monitor's wake-up and the P's handoff happen at the
+// gap's start, and by the time the op starts the runtime sleeps again.
+// Traced on the loop device (2026-11-26, docs/benchmarks.md): the daemon's
+// other threads woke 2.7-3.1 times per WAL op in flight with the gap slept
+// by time.Sleep, 0.07-0.08 with it slept in syscall state; the same op in
+// one process read 10-13 % lower at p50. `check`, which serves nothing
+// while it measures, runs with the collector off and uses raw syscalls
+// (raw=true), so the runtime does nothing around its ops, as in fio; the
+// daemon never does. Both sleep the gap the same way. A read has no gap:
+// the daemon's reads still pay the monitor's wake-up.
 //
 // A Go upgrade can break this. Three runtime internals are reached
 // by go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
@@ -108,16 +114,20 @@ func timedPread(fl *inflight, raw bool, fd int, b []byte, off int64) (int, time.
 	return int(n), time.Duration(end - start), nil
 }
 
-// timedWALOp is one WAL op, pwrite then fdatasync, in one pass through
-// syscall state and with three clock reads: the reading that ends the
-// write starts the fdatasync (between them is only a branch), so the
-// two are still timed apart, at the cost of one clock read fewer than
-// timing them one by one. A failed or short write skips the fdatasync.
+// timedWALOp is one WAL op, the gap before it, then pwrite and fdatasync,
+// in one pass through syscall state and with three clock reads: the
+// reading that ends the write starts the fdatasync (between them is only
+// a branch), so the two are still timed apart, at the cost of one clock
+// read fewer than timing them one by one. A failed or short write skips
+// the fdatasync. The op is marked in flight after the gap.
 //
 //go:nosplit
-func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64) (op walOp) {
+func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64, gap time.Duration) (op walOp) {
 	if !raw {
 		entersyscall()
+	}
+	if gap > 0 {
+		sleepGap(gap)
 	}
 	t0 := nanotime()
 	fl.mark(t0)
@@ -134,4 +144,21 @@ func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64) (op walOp) 
 		exitsyscall()
 	}
 	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2)
+}
+
+// sleepGap sleeps d on the monotonic clock in the calling thread (raw:
+// it runs in syscall state, or holds the P in check), to an absolute
+// deadline, so that a signal, which ends a sleep with EINTR whatever
+// SA_RESTART says, only resumes it.
+//
+//go:nosplit
+func sleepGap(d time.Duration) {
+	dl := nanotime() + int64(d)
+	ts := unix.Timespec{Sec: dl / 1e9, Nsec: dl % 1e9}
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if e != unix.EINTR {
+			return
+		}
+	}
 }

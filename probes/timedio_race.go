@@ -31,7 +31,10 @@ func timedPread(fl *inflight, _ bool, fd int, b []byte, off int64) (int, time.Du
 	return int(n), time.Duration(end - start), nil
 }
 
-func timedWALOp(fl *inflight, _ bool, fd int, b []byte, off int64) (op walOp) {
+func timedWALOp(fl *inflight, _ bool, fd int, b []byte, off int64, gap time.Duration) (op walOp) {
+	if gap > 0 {
+		time.Sleep(gap)
+	}
 	t0 := nanotime()
 	fl.mark(t0)
 	n, _, werr := unix.Syscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)

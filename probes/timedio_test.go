@@ -88,3 +88,48 @@ func TestTimedOpInFlightDoesNotHoldItsP(t *testing.T) {
 	require.True(t, gcAt.Before(readAt),
 		"runtime.GC waited %v for a read in flight: timedPread's syscall state (runtime.entersyscall via go:linkname) no longer releases the P; see timedio.go", gcAt.Sub(start))
 }
+
+// The daemon sleeps a WAL op's gap inside the op's syscall state
+// (timedio.go), so the gap too must leave the P free: a collection during
+// the gap finishes at once. And the gap is a sleep to a deadline: signals
+// (the runtime's own SIGURG here) do not cut it short.
+func TestWALGapDoesNotHoldItsPAndOutlastsSignals(t *testing.T) {
+	const gap = time.Second
+	path := filepath.Join(t.TempDir(), "wal")
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	buf, err := alignedBuffer(2300)
+	require.NoError(t, err)
+	defer freeBuffer(buf)
+
+	tids := make(chan int, 1)
+	type result struct {
+		op    walOp
+		start time.Time
+		took  time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		start := time.Now()
+		op := timedWALOp(newInflight(), false, fd, buf, 0, gap)
+		done <- result{op, start, time.Since(start)}
+	}()
+	tid := <-tids
+	time.Sleep(50 * time.Millisecond) // into the gap
+	runtime.GC()
+	gcAt := time.Now()
+	for range 5 {
+		require.NoError(t, unix.Tgkill(unix.Getpid(), tid, unix.SIGURG))
+		time.Sleep(100 * time.Millisecond)
+	}
+	r := <-done
+	require.NoError(t, r.op.err)
+	require.Equal(t, 2300, r.op.wrote)
+	require.GreaterOrEqual(t, r.took, gap, "the gap ended early: a signal cut the sleep short")
+	require.Less(t, r.took, gap+time.Second)
+	require.Less(t, gcAt.Sub(r.start), gap/2, "runtime.GC waited for the gap: it is not slept in syscall state")
+}

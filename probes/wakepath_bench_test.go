@@ -24,7 +24,10 @@ import (
 // process conditions, interleaved block by block with the order rotating,
 // so drift of the machine or the device lands on every condition alike:
 //
-//	daemon       the daemon's path: runtime syscall state, gap by time.Sleep
+//	daemon       the daemon's path: runtime syscall state from the gap's
+//	             start to the op's end, the gap slept inside it
+//	daemon+Sleep the daemon's path before 2026-11-26: syscall state around
+//	             the op only, gap by time.Sleep
 //	raw          `check`'s path: raw syscall, gap by time.Sleep
 //	+ticker      daemon, plus a goroutine woken every 100 ms (a scrape, a
 //	             ticker: the daemon has a 250 ms watchdog, a 1 s SMART tick)
@@ -133,21 +136,24 @@ func BenchmarkWakePathAB(b *testing.B) {
 		}
 		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	}
+	// the gap slept inside timedWALOp (nil sleep): in syscall state by the
+	// daemon's path, so no syscall-state transition precedes the op
 	conds := []struct {
 		name  string
 		raw   bool
 		sleep func()
 		bg    func() func()
 	}{
-		{"daemon", false, goSleep, nothing},
+		{"daemon", false, nil, nothing},
+		{"daemon+Sleep", false, goSleep, nothing},
 		{"raw", true, goSleep, nothing},
-		{"daemon+ticker", false, goSleep, ticker},
+		{"daemon+ticker", false, nil, ticker},
 		{"nanosleep", true, rawSleep, nothing},
-		{"daemon+bpf", false, goSleep, bpf},
-		{"daemon+listener", false, goSleep, listener},
+		{"daemon+bpf", false, nil, bpf},
+		{"daemon+listener", false, nil, listener},
 		// the daemon's own background: its /metrics listener, the stall
 		// watchdog's 250 ms tick and the SMART runner's 1 s tick
-		{"daemon+env", false, goSleep, func() func() {
+		{"daemon+env", false, nil, func() func() {
 			a, w, r := listener(), tickerEvery(250*time.Millisecond), tickerEvery(time.Second)
 			return func() { a(); w(); r() }
 		}},
@@ -166,8 +172,12 @@ func BenchmarkWakePathAB(b *testing.B) {
 					if off+bs > segment {
 						off = 0
 					}
-					c.sleep()
-					op := timedWALOp(fl, c.raw, fd, buf, off)
+					inside := gap
+					if c.sleep != nil {
+						c.sleep()
+						inside = 0
+					}
+					op := timedWALOp(fl, c.raw, fd, buf, off, inside)
 					if op.err != nil {
 						b.Fatal(op.err)
 					}
