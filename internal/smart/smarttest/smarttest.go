@@ -5,7 +5,9 @@
 package smarttest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,23 +50,46 @@ var (
 	buildErr  error
 )
 
-// Build compiles the fake smartctl once per test process and returns its path.
+// Build compiles the fake smartctl once per test process and returns its
+// path. The binary is kept in the user's cache directory (where Go keeps
+// its build cache; not /tmp, where another user could plant one) under a
+// name made from its source and the Go version, so that every test
+// process (each package's) shares one build and none leaves a temporary
+// directory behind.
 func Build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		src := filepath.Join(filepath.Dir(file), "..", "testdata", "fakesmartctl")
-		dir, err := os.MkdirTemp("", "fakesmartctl")
+		code, err := os.ReadFile(filepath.Join(src, "main.go"))
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "smartctl")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			buildErr = fmt.Errorf("no cache directory for the fake's build: %w", err)
+			return
+		}
+		sum := sha256.Sum256(append(code, runtime.Version()...))
+		binPath = filepath.Join(cache, "diskcanary-test", fmt.Sprintf("fakesmartctl-%x", sum[:6]), "smartctl")
+		if _, err := os.Stat(binPath); err == nil {
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(binPath), 0o700); err != nil {
+			buildErr = err
+			return
+		}
+		// Built beside and renamed into place: test processes run in
+		// parallel, and none may run a half-written binary.
+		tmp := fmt.Sprintf("%s.%d", binPath, os.Getpid())
+		cmd := exec.Command("go", "build", "-o", tmp, ".")
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = &buildError{out: string(out), err: err}
+			return
 		}
+		buildErr = os.Rename(tmp, binPath)
 	})
 	if buildErr != nil {
 		t.Fatalf("building fake smartctl: %v", buildErr)
