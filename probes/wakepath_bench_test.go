@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,11 +27,13 @@ import (
 //	             start to the op's end, the gap slept inside it
 //	daemon+Sleep the daemon's path before 2026-11-26: syscall state around
 //	             the op only, gap by time.Sleep
-//	raw          `check`'s path: raw syscall, gap by time.Sleep
+//	raw          `check`'s path before 2026-11-26: raw syscall, gap by
+//	             time.Sleep
 //	+ticker      daemon, plus a goroutine woken every 100 ms (a scrape, a
 //	             ticker: the daemon has a 250 ms watchdog, a 1 s SMART tick)
-//	nanosleep    raw syscall, gap slept by the thread itself in the kernel
-//	             (a raw nanosleep, as fio's thinktime does), no Go timer
+//	nanosleep    `check`'s path: raw syscall, gap slept inside timedWALOp
+//	             by the thread itself in the kernel (as fio's thinktime
+//	             does), no Go timer
 //	+listener    an idle listening socket in the process (the daemon's
 //	             /metrics server): the timer that ends the gap is then
 //	             waited for in the netpoller's epoll_pwait
@@ -74,10 +75,6 @@ func BenchmarkWakePathAB(b *testing.B) {
 	defer freeBuffer(buf)
 
 	goSleep := func() { time.Sleep(gap) }
-	rawSleep := func() {
-		ts := unix.NsecToTimespec(gap.Nanoseconds())
-		_, _, _ = unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-	}
 	tickerEvery := func(d time.Duration) func() {
 		stop := make(chan struct{})
 		go func() {
@@ -136,8 +133,8 @@ func BenchmarkWakePathAB(b *testing.B) {
 		}
 		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	}
-	// the gap slept inside timedWALOp (nil sleep): in syscall state by the
-	// daemon's path, so no syscall-state transition precedes the op
+	// nil sleep: the gap slept inside timedWALOp (in syscall state on the
+	// daemon's path, so no syscall-state transition precedes the op)
 	conds := []struct {
 		name  string
 		raw   bool
@@ -148,7 +145,7 @@ func BenchmarkWakePathAB(b *testing.B) {
 		{"daemon+Sleep", false, goSleep, nothing},
 		{"raw", true, goSleep, nothing},
 		{"daemon+ticker", false, nil, ticker},
-		{"nanosleep", true, rawSleep, nothing},
+		{"nanosleep", true, nil, nothing},
 		{"daemon+bpf", false, nil, bpf},
 		{"daemon+listener", false, nil, listener},
 		// the daemon's own background: its /metrics listener, the stall
