@@ -2,24 +2,49 @@ package testenv
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// FreeAddr is a 127.0.0.1:port address the kernel just reported free.
+// FreeAddr is a 127.0.0.1:port address nothing listens on, for a process
+// the test is about to start. The port is drawn from below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range): a port that :0 hands out
+// comes from that range, and any outgoing connection can take it before the
+// process binds it. Seen: etcd beside an etcd loaded by hey failed with
+// "bind: address already in use" on such a port.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	const lowest = 10000 // above the well-known and most registered ports
+	ephemeral := 32768   // the kernel's default start, if the sysctl is unreadable
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				ephemeral = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	if ephemeral-lowest < 1000 {
+		tb.Fatalf("FreeAddr: the ephemeral port range starts at %d, leaving no ports below it above %d", ephemeral, lowest)
+	}
+	for range 200 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lowest+rand.IntN(ephemeral-lowest)))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken: draw another
+		}
+		l.Close()
+		return addr
+	}
+	tb.Fatalf("FreeAddr: no free port in 200 draws from %d-%d", lowest, ephemeral-1)
+	return ""
 }
 
 // Process is a long-running command started by a test.
