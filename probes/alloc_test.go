@@ -85,13 +85,13 @@ func TestProbeOpsDoNotAllocate(t *testing.T) {
 	r := rr.kind.(*readProbe)
 	warmUp(rr.obsRead)
 	allocs = testing.AllocsPerRun(200, func() {
-		_, err = runReads(r.fd, r.buf, r.picker, 1, daemonRunner(rr), "x")
+		_, err = runReads(r.fd, r.buf, r.picker, &r.times, 1, daemonRunner(rr), "x")
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per read op")
 	check = newSampleRecorder(300, time.Millisecond, new(atomic.Bool))
 	allocs = testing.AllocsPerRun(200, func() {
-		_, err = runReads(r.fd, r.buf, r.picker, 1, &runner{rec: check, fl: rr.fl, raw: true}, "x")
+		_, err = runReads(r.fd, r.buf, r.picker, &r.times, 1, &runner{rec: check, fl: rr.fl, raw: true}, "x")
 	})
 	require.NoError(t, err)
 	require.Zero(t, allocs, "allocations per read op into check's recorder")
@@ -165,6 +165,6 @@ func BenchmarkReadOp(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	r := p.kind.(*readProbe)
-	_, err := runReads(r.fd, r.buf, r.picker, b.N, daemonRunner(p), "x")
+	_, err := runReads(r.fd, r.buf, r.picker, &r.times, b.N, daemonRunner(p), "x")
 	require.NoError(b, err)
 }

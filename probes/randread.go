@@ -30,6 +30,7 @@ type readProbe struct {
 	fd     int
 	buf    []byte
 	picker *blockPicker
+	times  readTimes
 	// odirectRefused: the directory's filesystem refuses O_DIRECT, so
 	// reads there would come from the page cache.
 	odirectRefused bool
@@ -115,7 +116,7 @@ func (r *readProbe) useReadFD(fd int, size, skip int64) error {
 }
 
 func (r *readProbe) burst(run *runner, ops int) (burstResult, error) {
-	n, err := runReads(r.fd, r.buf, r.picker, ops, run, r.s.where())
+	n, err := runReads(r.fd, r.buf, r.picker, &r.times, ops, run, r.s.where())
 	return burstResult{read: n}, err
 }
 

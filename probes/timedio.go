@@ -3,6 +3,7 @@
 package probes
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -90,28 +91,48 @@ func (f *inflight) mark(now int64) { f.start.Store(now | 1) } // |1 keeps it non
 //go:nosplit
 func (f *inflight) end() { f.start.Store(0) }
 
-// timedPread is one read, timed. The op is marked in flight (for the stall
-// watchdog) from the same clock reading that starts its measurement.
-// Buffers passed as uintptr are the probes' mmap'd aligned buffers, outside
-// the Go heap, so nothing needs keeping alive.
+// timedPreads is a window of reads, timed: a pread of len(b) bytes at each
+// of offs, its duration into durs at the same index, all in one pass
+// through syscall state. One pass, not one per read: a read in syscall
+// state longer than the runtime monitor's ~20 µs tick makes the monitor
+// hand the P to another thread it wakes, and reads back to back re-enter
+// syscall state each time, so every read paid those wake-ups on the CPUs
+// that serve it (the WAL op's gap, docs/wal-gap.md). In one pass the P is
+// handed off once, during the window's first read. Each read is marked in
+// flight from the clock reading that starts its measurement. It stops at
+// the first failed or short read, or when stop is set, and returns how many
+// reads completed and whether a failed (errno) or short read ended it. Buffers passed as uintptr are the probes' mmap'd aligned
+// buffers, outside the Go heap, so nothing needs keeping alive.
 //
 //go:nosplit
-func timedPread(fl *inflight, raw bool, fd int, b []byte, off int64) (int, time.Duration, error) {
+func timedPreads(fl *inflight, raw bool, stop *atomic.Bool, fd int, b []byte, offs, durs []int64) (done int, short bool, errno unix.Errno) {
 	if !raw {
 		entersyscall()
 	}
-	start := nanotime()
-	fl.mark(start)
-	n, _, errno := unix.RawSyscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	end := nanotime()
-	fl.end()
+	for done < len(offs) && done < len(durs) {
+		if stop != nil && stop.Load() {
+			break
+		}
+		start := nanotime()
+		fl.mark(start)
+		n, _, e := unix.RawSyscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(offs[done]), 0, 0)
+		end := nanotime()
+		fl.end()
+		if e != 0 {
+			errno = e
+			break
+		}
+		if int(n) != len(b) {
+			short = true
+			break
+		}
+		durs[done] = end - start
+		done++
+	}
 	if !raw {
 		exitsyscall()
 	}
-	if errno != 0 {
-		return 0, 0, errno
-	}
-	return int(n), time.Duration(end - start), nil
+	return done, short, errno
 }
 
 // timedWALOp is one WAL op, the gap before it, then pwrite and fdatasync,

@@ -3,6 +3,7 @@
 package probes
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -19,16 +20,26 @@ func (f *inflight) mark(now int64) { f.start.Store(now | 1) }
 
 func (f *inflight) end() { f.start.Store(0) }
 
-func timedPread(fl *inflight, _ bool, fd int, b []byte, off int64) (int, time.Duration, error) {
-	start := nanotime()
-	fl.mark(start)
-	n, _, errno := unix.Syscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	end := nanotime()
-	fl.end()
-	if errno != 0 {
-		return 0, 0, errno
+func timedPreads(fl *inflight, _ bool, stop *atomic.Bool, fd int, b []byte, offs, durs []int64) (done int, short bool, errno unix.Errno) {
+	for done < len(offs) && done < len(durs) {
+		if stop != nil && stop.Load() {
+			break
+		}
+		start := nanotime()
+		fl.mark(start)
+		n, _, e := unix.Syscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(offs[done]), 0, 0)
+		end := nanotime()
+		fl.end()
+		if e != 0 {
+			return done, false, e
+		}
+		if int(n) != len(b) {
+			return done, true, 0
+		}
+		durs[done] = end - start
+		done++
 	}
-	return int(n), time.Duration(end - start), nil
+	return done, false, 0
 }
 
 func timedWALOp(fl *inflight, _ bool, fd int, b []byte, off int64, gap time.Duration) (op walOp) {

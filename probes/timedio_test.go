@@ -5,12 +5,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 // userfaultfd(2) ABI (include/uapi/linux/userfaultfd.h); x/sys/unix has
@@ -72,10 +75,11 @@ func TestTimedOpInFlightDoesNotHoldItsP(t *testing.T) {
 	readDone := make(chan time.Time, 1)
 	start := time.Now()
 	go func() {
-		_, _, err := timedPread(fl, false, fd, buf, 0)
+		var offs, durs [1]int64
+		done, short, errno := timedPreads(fl, false, nil, fd, buf, offs[:], durs[:])
 		readDone <- time.Now()
-		if err != nil {
-			t.Errorf("pread: %v", err)
+		if done != 1 || short || errno != 0 {
+			t.Errorf("pread: %d reads done, short %v, errno %v", done, short, errno)
 		}
 	}()
 	require.Eventually(t, func() bool { return fl.age() > 0 }, 2*time.Second, time.Millisecond, "the read never started")
@@ -86,7 +90,7 @@ func TestTimedOpInFlightDoesNotHoldItsP(t *testing.T) {
 	readAt := <-readDone
 	require.Greater(t, readAt.Sub(start), time.Second, "the read did not block on the trapped page: the test proves nothing")
 	require.True(t, gcAt.Before(readAt),
-		"runtime.GC waited %v for a read in flight: timedPread's syscall state (runtime.entersyscall via go:linkname) no longer releases the P; see timedio.go", gcAt.Sub(start))
+		"runtime.GC waited %v for a read in flight: timedPreads' syscall state (runtime.entersyscall via go:linkname) no longer releases the P; see timedio.go", gcAt.Sub(start))
 }
 
 // The daemon sleeps a WAL op's gap inside the op's syscall state
@@ -132,4 +136,31 @@ func TestWALGapDoesNotHoldItsPAndOutlastsSignals(t *testing.T) {
 	require.GreaterOrEqual(t, r.took, gap, "the gap ended early: a signal cut the sleep short")
 	require.Less(t, r.took, gap+time.Second)
 	require.Less(t, gcAt.Sub(r.start), gap/2, "runtime.GC waited for the gap: it is not slept in syscall state")
+}
+
+// countingReads counts the reads a burst records.
+type countingReads struct{ n int }
+
+func (c *countingReads) recordRead(time.Duration) { c.n++ }
+
+func (c *countingReads) recordWAL(_, _ time.Duration) {}
+
+// A burst longer than one syscall-state window (readWindow, 128) is timed
+// in several and records every read once; a stop set before the burst
+// ends it before its first read.
+func TestReadBurstSpansWindowsAndStops(t *testing.T) {
+	rr := readyProbe(t, config.Probe{Name: "rr", Kind: config.KindRandRead, Dir: t.TempDir(), WorkingSet: 4 << 20, MinFree: 1})
+	r := rr.kind.(*readProbe)
+	rec, stop := &countingReads{}, new(atomic.Bool)
+	run := &runner{rec: rec, fl: rr.fl, stop: stop}
+	read, err := runReads(r.fd, r.buf, r.picker, &r.times, 300, run, "x")
+	require.NoError(t, err)
+	require.Equal(t, int64(300*4096), read)
+	require.Equal(t, 300, rec.n)
+
+	stop.Store(true)
+	read, err = runReads(r.fd, r.buf, r.picker, &r.times, 300, run, "x")
+	require.ErrorIs(t, err, errInterrupted)
+	require.Zero(t, read)
+	require.Equal(t, 300, rec.n)
 }
