@@ -101,8 +101,9 @@ func (f *inflight) end() { f.start.Store(0) }
 // handed off once, during the window's first read. Each read is marked in
 // flight from the clock reading that starts its measurement. It stops at
 // the first failed or short read, or when stop is set, and returns how many
-// reads completed and whether a failed (errno) or short read ended it. Buffers passed as uintptr are the probes' mmap'd aligned
-// buffers, outside the Go heap, so nothing needs keeping alive.
+// reads completed and whether a failed (errno) or short read ended it.
+// Buffers passed as uintptr are the probes' mmap'd aligned buffers, outside
+// the Go heap, so nothing needs keeping alive.
 //
 //go:nosplit
 func timedPreads(fl *inflight, raw bool, stop *atomic.Bool, fd int, b []byte, offs, durs []int64) (done int, short bool, errno unix.Errno) {
