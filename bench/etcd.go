@@ -300,6 +300,9 @@ func (r *run) besideEtcd(on bool, rate int, put string) (stop func()) {
 	if err != nil {
 		r.Fatal(err)
 	}
+	// stop removes dir, but an interrupt or a failed phase never calls it;
+	// the run's cleanups (after the etcd's own) do.
+	r.Cleanup(func() { os.RemoveAll(dir) })
 	client, _, stopEtcd := r.startEtcd(dir)
 	hey := r.loadEtcd(client, rate, time.Hour, put) // until stop
 	time.Sleep(warmUp)
