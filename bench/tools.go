@@ -51,7 +51,7 @@ func (r *run) fioRandRead(file string, n, burst int, pause time.Duration) read.F
 }
 
 func (r *run) fio(args ...string) read.FIOJob {
-	j, err := read.ParseFIO(bytes.NewReader(r.exec("fio", append(args, "--output-format=json")...)))
+	j, err := read.ParseFIO(bytes.NewReader(r.exec("fio", append(args, "--output-format=json+")...)))
 	if err != nil {
 		r.Fatal(err)
 	}

@@ -9,10 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 )
 
-// FIO is fio's --output-format=json (fio 3.x).
+// FIO is fio's --output-format=json or json+ (fio 3.x).
 type FIO struct {
 	Version string   `json:"fio version"`
 	Jobs    []FIOJob `json:"jobs"`
@@ -48,6 +51,9 @@ type FIOLatency struct {
 	// computes them from its log-linear histogram (at most ~1.6 % wide per
 	// bucket), the value of the bucket that holds the nearest rank.
 	Percentile map[string]float64 `json:"percentile"`
+	// Bins is that histogram itself (json+ only): each bucket's value in
+	// nanoseconds, as fio prints it, and its count.
+	Bins map[string]int64 `json:"bins"`
 }
 
 // P is the p-th percentile (50, 99, 99.9), an error when fio did not
@@ -58,6 +64,52 @@ func (l FIOLatency) P(p float64) (time.Duration, error) {
 		return 0, fmt.Errorf("fio reported no %g th percentile here", p)
 	}
 	return time.Duration(v), nil
+}
+
+// FIOPool pools the latencies of several fio runs as one run that did
+// them all would have counted them: bucket value (ns) to count, from the
+// runs' json+ bins.
+type FIOPool map[int64]int64
+
+// Add pools one run's latencies; an error when fio printed no bins (not
+// json+, or no ops).
+func (p FIOPool) Add(l FIOLatency) error {
+	if len(l.Bins) == 0 {
+		return fmt.Errorf("fio printed no latency bins (run with --output-format=json+)")
+	}
+	for v, n := range l.Bins {
+		ns, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("fio latency bin %q: %w", v, err)
+		}
+		p[ns] += n
+	}
+	return nil
+}
+
+// Count is the number of ops pooled.
+func (p FIOPool) Count() int64 {
+	var n int64
+	for _, c := range p {
+		n += c
+	}
+	return n
+}
+
+// P is the pooled p-th percentile by fio's own rule: the value of the
+// first bucket at which the running count reaches p % of all ops. 0 for
+// an empty pool.
+func (p FIOPool) P(pct float64) time.Duration {
+	vals := slices.Sorted(maps.Keys(p))
+	want := pct / 100 * float64(p.Count())
+	var seen int64
+	for _, v := range vals {
+		seen += p[v]
+		if float64(seen) >= want {
+			return time.Duration(v)
+		}
+	}
+	return 0
 }
 
 // ParseFIO reads fio's JSON output, which must hold exactly one job: the

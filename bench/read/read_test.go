@@ -57,6 +57,40 @@ func TestFIORandRead(t *testing.T) {
 	require.Equal(t, 2441216*time.Nanosecond, p99)
 }
 
+// fio 3.33, --output-format=json+: the etcd recipe (300 writes, 1 ms
+// thinktime) on ext4 over a virtio disk. Pooled alone, the bins give
+// back fio's own percentiles.
+func TestFIOPoolOfOneRunIsFIOsOwnPercentiles(t *testing.T) {
+	j, err := ParseFIO(open(t, "fio-wal-jsonplus.json"))
+	require.NoError(t, err)
+	p := FIOPool{}
+	require.NoError(t, p.Add(j.Sync.Lat))
+	require.Equal(t, int64(299), p.Count())
+	require.Equal(t, 321536*time.Nanosecond, p.P(50))
+	require.Equal(t, 440320*time.Nanosecond, p.P(90))
+	require.Equal(t, 1302528*time.Nanosecond, p.P(99))
+	require.Equal(t, 2244608*time.Nanosecond, p.P(99.9))
+	for _, q := range []float64{50, 90, 99, 99.9} {
+		own, err := j.Sync.Lat.P(q)
+		require.NoError(t, err)
+		require.Equal(t, own, p.P(q), "p%g", q)
+	}
+}
+
+func TestFIOPoolAddsRuns(t *testing.T) {
+	p := FIOPool{}
+	require.NoError(t, p.Add(FIOLatency{Bins: map[string]int64{"100": 1, "200": 1}}))
+	require.NoError(t, p.Add(FIOLatency{Bins: map[string]int64{"300": 1, "200": 1}}))
+	require.Equal(t, int64(4), p.Count())
+	require.Equal(t, 100*time.Nanosecond, p.P(25))
+	require.Equal(t, 200*time.Nanosecond, p.P(50))
+	require.Equal(t, 200*time.Nanosecond, p.P(75))
+	require.Equal(t, 300*time.Nanosecond, p.P(99))
+	require.ErrorContains(t, FIOPool{}.Add(FIOLatency{N: 3}), "no latency bins")
+	require.ErrorContains(t, p.Add(FIOLatency{Bins: map[string]int64{"1e3": 1}}), `bin "1e3"`)
+	require.Equal(t, time.Duration(0), FIOPool{}.P(50))
+}
+
 func TestFIOWantsOneJob(t *testing.T) {
 	_, err := ParseFIO(strings.NewReader(`{"fio version": "fio-3.33", "jobs": []}`))
 	require.ErrorContains(t, err, "0 jobs, want 1")
