@@ -153,7 +153,9 @@ func daemonVsFIO(r *run, p params) bool {
 		var dW, dR *read.Histogram
 		fW, fR := read.FIOPool{}, read.FIOPool{}
 		lastW, lastR := p.Samples/roundSlices, p.Samples/roundSlices
-		short := func(d *read.Histogram, f read.FIOPool) bool { return count(d) < p.Samples || f.Count() < int64(p.Samples) }
+		short := func(d *read.Histogram, f read.FIOPool) bool {
+			return count(d) < p.Samples || f.Count() < int64(p.Samples)
+		}
 		for k := 0; short(dW, fW) || reads && short(dR, fR); k++ {
 			for _, who := range alternate(i+k, "daemon", "fio") {
 				if who == "daemon" {
