@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/diskcanary/diskcanary/bench/read"
@@ -124,13 +125,13 @@ func probesVsFIO(r *run, p params) bool {
 // seconds. Check (the CLI's run of the same probe code) is judged against
 // the daemon the same way. Verdict: p50 within ±5 %, p99 within ±10 %.
 //
-// A round is p.Samples ops of each source taken in slices, the daemon's
-// and fio's alternating (roundSlices of them), each source's slices
-// pooled: this machine's tail moves by the minute (fio's own paced p99 on
-// the loop device, two runs of 10,000 back to back, 2026-11-27: 3.75 ms
-// then 1.89 ms), so two sources timed two minutes apart judged the minute
-// rather than the code. Check's run stays whole, its samples cannot be
-// pooled from outside.
+// A round is p.Samples ops of each source taken in slices of about
+// p.Samples/roundSlices, the sources taking turns, each source's slices
+// pooled (the daemon's histogram windows added, fio's json+ bins, check's
+// --lat-log ops): this machine's tail moves by the minute (fio's own paced
+// p99 on the loop device, two runs of 10,000 back to back, 2026-11-27:
+// 3.75 ms then 1.89 ms), so sources timed minutes apart judged the minute
+// rather than the code.
 func daemonVsFIO(r *run, p params) bool {
 	r.need("fio")
 	dir, title, reads, unsafe := r.target(p)
@@ -146,18 +147,32 @@ func daemonVsFIO(r *run, p params) bool {
 		defer d.stop()
 		return d.windowSince(r, d.started(r, metric, probe), metric, probe, 0, phase)
 	}
+	checkSlice := func(pool read.Pool, n int) {
+		log := filepath.Join(r.TempDir(), "lat.csv")
+		r.check(dir, append([]string{"--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(n), "--lat-log", log}, unsafe...)...)
+		f, err := os.Open(log)
+		if err != nil {
+			r.Fatal(err)
+		}
+		defer f.Close()
+		if err := pool.AddLatLog(f); err != nil {
+			r.Fatal(err)
+		}
+	}
+	sources := []string{"daemon", "fio"}
+	if p.Check {
+		sources = append(sources, "check")
+	}
 	var dw, fw, cw, dr, fr []percentiles
-	r.printf("daemon vs fio on %s: %d rounds of %d ops in %d alternating slices, gap %v, %d fdatasyncs per burst, %s\n",
-		title, p.Rounds, p.Samples, roundSlices, p.Gap, p.Ops, nodeBPFSaid(p.NodeBPF))
+	r.printf("daemon vs fio on %s: %d rounds of %d ops in slices of ~%d, %s taking turns, gap %v, %d fdatasyncs per burst, %s\n",
+		title, p.Rounds, p.Samples, p.Samples/roundSlices, strings.Join(sources, ", "), p.Gap, p.Ops, nodeBPFSaid(p.NodeBPF))
 	for i := range p.Rounds {
 		var dW, dR *read.Histogram
-		fW, fR := read.FIOPool{}, read.FIOPool{}
+		fW, fR, cW := read.Pool{}, read.Pool{}, read.Pool{}
 		lastW, lastR := p.Samples/roundSlices, p.Samples/roundSlices
-		short := func(d *read.Histogram, f read.FIOPool) bool {
-			return count(d) < p.Samples || f.Count() < int64(p.Samples)
-		}
-		for k := 0; short(dW, fW) || reads && short(dR, fR); k++ {
-			for _, who := range alternate(i+k, "daemon", "fio") {
+		short := func(n int64) bool { return n < int64(p.Samples) }
+		for k := 0; short(count(dW)) || short(fW.Count()) || reads && (short(count(dR)) || short(fR.Count())) || p.Check && short(cW.Count()); k++ {
+			for _, who := range alternate(i+k, sources...) {
 				if who == "daemon" {
 					w := daemonSlice(walYAML, "diskcanary_fdatasync_duration_seconds", "wal", walSlice)
 					dW, lastW = pool(r, dW, w), int(w.Count)
@@ -167,10 +182,16 @@ func daemonVsFIO(r *run, p params) bool {
 					}
 					continue
 				}
+				// The references run under the node's eBPF program, as the
+				// daemon's I/O does.
 				stop := r.nodeBPF(p.NodeBPF)
-				poolFIO(r, fW, r.fioWAL(dir, lastW, p.Gap).Sync.Lat)
-				if reads {
-					poolFIO(r, fR, r.fioRandRead(readSet, lastR, 100, 100*time.Millisecond).Read.Clat)
+				if who == "check" {
+					checkSlice(cW, lastW)
+				} else {
+					poolFIO(r, fW, r.fioWAL(dir, lastW, p.Gap).Sync.Lat)
+					if reads {
+						poolFIO(r, fR, r.fioRandRead(readSet, lastR, 100, 100*time.Millisecond).Read.Clat)
+					}
 				}
 				stop()
 			}
@@ -179,13 +200,13 @@ func daemonVsFIO(r *run, p params) bool {
 		if reads {
 			dr, fr = append(dr, histogramPercentiles(dR)), append(fr, poolPercentiles(fR))
 		}
-		if p.Check {
-			stop := r.nodeBPF(p.NodeBPF)
-			cw = append(cw, checkPercentiles(r.check(dir, append([]string{"--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(p.Samples)}, unsafe...)...)))
-			stop()
-		}
-		fmt.Printf("  round %d: fdatasync p50/p99 µs: daemon %.1f/%.1f (%d ops), fio %.1f/%.1f (%d ops)\n",
+		line := fmt.Sprintf("  round %d: fdatasync p50/p99 µs: daemon %.1f/%.1f (%d ops), fio %.1f/%.1f (%d ops)",
 			i+1, dw[i].p50, dw[i].p99, count(dW), fw[i].p50, fw[i].p99, fW.Count())
+		if p.Check {
+			cw = append(cw, poolPercentiles(cW))
+			line += fmt.Sprintf(", check %.1f/%.1f (%d ops)", cw[i].p50, cw[i].p99, cW.Count())
+		}
+		fmt.Println(line)
 	}
 	ok := true
 	table := func(ref string, refW, refR []percentiles) {
@@ -248,11 +269,11 @@ diskstats: {enabled: false}
 // alternates: 1,000 WAL ops (~10 s at the default gap) each.
 const roundSlices = 10
 
-func count(h *read.Histogram) int {
+func count(h *read.Histogram) int64 {
 	if h == nil {
 		return 0
 	}
-	return int(h.Count)
+	return int64(h.Count)
 }
 
 // pool adds the daemon's window w to the round's histogram so far.
@@ -267,13 +288,13 @@ func pool(r *run, so, w *read.Histogram) *read.Histogram {
 	return s
 }
 
-func poolFIO(r *run, p read.FIOPool, l read.FIOLatency) {
-	if err := p.Add(l); err != nil {
+func poolFIO(r *run, p read.Pool, l read.FIOLatency) {
+	if err := p.AddFIO(l); err != nil {
 		r.Fatal(err)
 	}
 }
 
-func poolPercentiles(p read.FIOPool) percentiles {
+func poolPercentiles(p read.Pool) percentiles {
 	return percentiles{us(p.P(50)), us(p.P(90)), us(p.P(99))}
 }
 
@@ -288,10 +309,9 @@ func col(ps []percentiles, get func(percentiles) float64) []float64 {
 	return out
 }
 
-// alternate is round i's order: a then b in even rounds, b then a in odd.
-func alternate(i int, a, b string) []string {
-	if i%2 == 0 {
-		return []string{a, b}
-	}
-	return []string{b, a}
+// alternate is round i's order: names rotated by i, so each goes first
+// in turn (a, b then b, a; a, b, c then b, c, a then c, a, b).
+func alternate(i int, names ...string) []string {
+	k := i % len(names)
+	return append(append([]string{}, names[k:]...), names[:k]...)
 }

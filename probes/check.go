@@ -147,7 +147,10 @@ type CheckResult struct {
 	// Gap is the pause between WAL ops; nil for randread.
 	Gap *time.Duration
 	// Writes are the etcd profiles' pwrite latencies, sorted.
-	Writes   []time.Duration
+	Writes []time.Duration
+	// Ops are each job's timed ops (what Latencies holds) in the order
+	// they were taken: check --lat-log writes them.
+	Ops      [][]time.Duration
 	Warnings []string
 	// Untrusted says why these latencies do not describe a disk (a
 	// filesystem that lies about durability, a flush that reaches no
@@ -225,6 +228,14 @@ func (r *sampleRecorder) samples(kind string, n int) (judged, writes []time.Dura
 		return sortedCopy(r.reads[:n]), nil
 	}
 	return sortedCopy(r.syncs[:n]), sortedCopy(r.writes[:n])
+}
+
+// inOrder copies the first n judged samples out in the order taken.
+func (r *sampleRecorder) inOrder(kind string, n int) []time.Duration {
+	if kind == config.KindRandRead {
+		return slices.Clone(r.reads[:n])
+	}
+	return slices.Clone(r.syncs[:n])
 }
 
 func sortedCopy(d []time.Duration) []time.Duration {
@@ -378,6 +389,7 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 			n := int(j.rec.taken.Load())
 			j.res = st.res
 			j.res.Latencies, j.res.Writes = j.rec.samples(st.kind, n)
+			j.res.Ops = [][]time.Duration{j.rec.inOrder(st.kind, n)}
 			j.res.Partial = n < o.Samples
 			stuck := fmt.Sprintf("an I/O on %s has been in flight for %v (hung disk?)", o.Dir, j.fl.age().Round(time.Millisecond))
 			if j.fl.age() <= o.StallThreshold {
@@ -422,8 +434,10 @@ func mergeJobs(jobs []*checkJob) (*CheckResult, error) {
 	res := *worst.res
 	res.JobP99s = p99s
 	res.Warnings = nil
+	res.Ops = nil
 	var err error
 	for _, j := range jobs {
+		res.Ops = append(res.Ops, j.res.Ops...)
 		for _, w := range j.res.Warnings {
 			if !slices.Contains(res.Warnings, w) {
 				res.Warnings = append(res.Warnings, w)
@@ -622,7 +636,9 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 		return res, err
 	}
 	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: true}, c.Ops)
-	res.Latencies, res.Writes = rec.samples(c.Kind, int(rec.taken.Load()))
+	n := int(rec.taken.Load())
+	res.Latencies, res.Writes = rec.samples(c.Kind, n)
+	res.Ops = [][]time.Duration{rec.inOrder(c.Kind, n)}
 	res.Partial = len(res.Latencies) < o.Samples
 	if rec.exceeded {
 		res.Exceeded = true

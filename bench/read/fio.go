@@ -1,5 +1,5 @@
 // Package read reads what the benchmarks' tools print: fio's JSON, hey's
-// summary, iostat's reports, `diskcanary check --json`, `go test -bench`
+// summary, iostat's reports, `diskcanary check --json` and its --lat-log, `go test -bench`
 // results, bpftrace's traced durations, text expositions (diskcanary's,
 // node_exporter's) and the daemon's native histograms, into typed values,
 // so no bench parses a tool's output twice or by hand.
@@ -9,9 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strconv"
 	"time"
 )
 
@@ -64,52 +61,6 @@ func (l FIOLatency) P(p float64) (time.Duration, error) {
 		return 0, fmt.Errorf("fio reported no %g th percentile here", p)
 	}
 	return time.Duration(v), nil
-}
-
-// FIOPool pools the latencies of several fio runs as one run that did
-// them all would have counted them: bucket value (ns) to count, from the
-// runs' json+ bins.
-type FIOPool map[int64]int64
-
-// Add pools one run's latencies; an error when fio printed no bins (not
-// json+, or no ops).
-func (p FIOPool) Add(l FIOLatency) error {
-	if len(l.Bins) == 0 {
-		return fmt.Errorf("fio printed no latency bins (run with --output-format=json+)")
-	}
-	for v, n := range l.Bins {
-		ns, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("fio latency bin %q: %w", v, err)
-		}
-		p[ns] += n
-	}
-	return nil
-}
-
-// Count is the number of ops pooled.
-func (p FIOPool) Count() int64 {
-	var n int64
-	for _, c := range p {
-		n += c
-	}
-	return n
-}
-
-// P is the pooled p-th percentile by fio's own rule: the value of the
-// first bucket at which the running count reaches p % of all ops. 0 for
-// an empty pool.
-func (p FIOPool) P(pct float64) time.Duration {
-	vals := slices.Sorted(maps.Keys(p))
-	want := pct / 100 * float64(p.Count())
-	var seen int64
-	for _, v := range vals {
-		seen += p[v]
-		if float64(seen) >= want {
-			return time.Duration(v)
-		}
-	}
-	return 0
 }
 
 // ParseFIO reads fio's JSON output, which must hold exactly one job: the

@@ -63,8 +63,8 @@ func TestFIORandRead(t *testing.T) {
 func TestFIOPoolOfOneRunIsFIOsOwnPercentiles(t *testing.T) {
 	j, err := ParseFIO(open(t, "fio-wal-jsonplus.json"))
 	require.NoError(t, err)
-	p := FIOPool{}
-	require.NoError(t, p.Add(j.Sync.Lat))
+	p := Pool{}
+	require.NoError(t, p.AddFIO(j.Sync.Lat))
 	require.Equal(t, int64(299), p.Count())
 	require.Equal(t, 321536*time.Nanosecond, p.P(50))
 	require.Equal(t, 440320*time.Nanosecond, p.P(90))
@@ -78,17 +78,30 @@ func TestFIOPoolOfOneRunIsFIOsOwnPercentiles(t *testing.T) {
 }
 
 func TestFIOPoolAddsRuns(t *testing.T) {
-	p := FIOPool{}
-	require.NoError(t, p.Add(FIOLatency{Bins: map[string]int64{"100": 1, "200": 1}}))
-	require.NoError(t, p.Add(FIOLatency{Bins: map[string]int64{"300": 1, "200": 1}}))
+	p := Pool{}
+	require.NoError(t, p.AddFIO(FIOLatency{Bins: map[string]int64{"100": 1, "200": 1}}))
+	require.NoError(t, p.AddFIO(FIOLatency{Bins: map[string]int64{"300": 1, "200": 1}}))
 	require.Equal(t, int64(4), p.Count())
 	require.Equal(t, 100*time.Nanosecond, p.P(25))
 	require.Equal(t, 200*time.Nanosecond, p.P(50))
 	require.Equal(t, 200*time.Nanosecond, p.P(75))
 	require.Equal(t, 300*time.Nanosecond, p.P(99))
-	require.ErrorContains(t, FIOPool{}.Add(FIOLatency{N: 3}), "no latency bins")
-	require.ErrorContains(t, p.Add(FIOLatency{Bins: map[string]int64{"1e3": 1}}), `bin "1e3"`)
-	require.Equal(t, time.Duration(0), FIOPool{}.P(50))
+	require.ErrorContains(t, Pool{}.AddFIO(FIOLatency{N: 3}), "no latency bins")
+	require.ErrorContains(t, p.AddFIO(FIOLatency{Bins: map[string]int64{"1e3": 1}}), `bin "1e3"`)
+	require.Equal(t, time.Duration(0), Pool{}.P(50))
+}
+
+// check's --lat-log, two jobs of 3 ops: pooled, its nearest-rank
+// percentiles are check's own (6 ops: p50 is the 3rd, p99 the 6th).
+func TestPoolOfCheckLatLog(t *testing.T) {
+	p := Pool{}
+	require.NoError(t, p.AddLatLog(strings.NewReader("profile,job,op,latency_ns\netcd,1,1,300\netcd,1,2,100\netcd,1,3,500\netcd,2,1,200\netcd,2,2,400\netcd,2,3,600\n")))
+	require.Equal(t, int64(6), p.Count())
+	require.Equal(t, 300*time.Nanosecond, p.P(50))
+	require.Equal(t, 600*time.Nanosecond, p.P(99))
+	require.ErrorContains(t, Pool{}.AddLatLog(strings.NewReader("etcd,1,1,300\n")), "no header line")
+	require.ErrorContains(t, Pool{}.AddLatLog(strings.NewReader("profile,job,op,latency_ns\netcd,1,1\n")), "line 2: 3 fields, want 4")
+	require.ErrorContains(t, Pool{}.AddLatLog(strings.NewReader("profile,job,op,latency_ns\netcd,1,1,x\n")), "line 2: ")
 }
 
 func TestFIOWantsOneJob(t *testing.T) {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -33,6 +35,7 @@ type checkFlags struct {
 	minFree     string
 	allowUnsafe bool
 	jobs        int
+	latLog      string
 }
 
 // maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
@@ -134,6 +137,7 @@ Exit status:
 	fl.StringVar(&f.minFree, "min-free", "1GiB", "refuse to run if free space would drop below this")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
 	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
+	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
@@ -236,6 +240,18 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		return &exitError{checkExitNotKnown, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
 	}
 	dir = abs
+	var latLog *os.File
+	if f.latLog != "" {
+		// Opened before anything is measured: a run must not end unable
+		// to save what it measured.
+		if latLog, err = os.Create(f.latLog); err != nil {
+			return &exitError{exitUsage, fmt.Errorf("--lat-log: %w", err)}
+		}
+		defer latLog.Close()
+		if _, err := io.WriteString(latLog, "profile,job,op,latency_ns\n"); err != nil {
+			return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -266,6 +282,11 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 		}
 		j := f.summarize(res, err, start)
+		if latLog != nil {
+			if err := writeLatLog(latLog, profile, res.Ops); err != nil {
+				return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+			}
+		}
 		results = append(results, j)
 		if !f.jsonOut && j.Samples > 0 {
 			printTable(out, res, j, bs)
@@ -300,6 +321,18 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		return &exitError{checkExitNotKnown, errors.New(strings.Join(notKnown, "; "))}
 	}
 	return nil
+}
+
+// writeLatLog appends one profile's ops to the latency log: jobs and ops
+// numbered from 1, latencies in nanoseconds.
+func writeLatLog(w io.Writer, profile string, jobs [][]time.Duration) error {
+	b := bufio.NewWriter(w)
+	for j, ops := range jobs {
+		for i, d := range ops {
+			fmt.Fprintf(b, "%s,%d,%d,%d\n", profile, j+1, i+1, d.Nanoseconds())
+		}
+	}
+	return b.Flush()
 }
 
 // summarize judges a run: res is what it measured, err why it ended early.

@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/version"
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/probes"
 )
 
 // runCLI runs the CLI in-process and returns stdout and the exit code main would use.
@@ -228,4 +233,43 @@ func TestCheckJobs(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries, "every job's file is removed")
+}
+
+// --lat-log writes every timed op, one line each in the order taken, each
+// job's in turn (fio's --write_lat_log habit: pool runs, find when a spike
+// came); the JSON's per-job p99s are the log's.
+func TestCheckLatLog(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(t.TempDir(), "lat.csv")
+	out, code, err := runCLI(t, "check", dir, "--jobs", "2", "--profile", "fio-etcd", "--samples", "150", "--min-free", "0",
+		"--max-p99", "10s", "--json", "--lat-log", log)
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	var got checkJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	require.Len(t, lines, 301, "a header, then 2 jobs × 150 ops")
+	require.Equal(t, "profile,job,op,latency_ns", lines[0])
+	jobs := [2][]time.Duration{}
+	for i, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		require.Len(t, f, 4, l)
+		require.Equal(t, []string{"fio-etcd", strconv.Itoa(i/150 + 1), strconv.Itoa(i%150 + 1)}, f[:3], l)
+		ns, err := strconv.ParseInt(f[3], 10, 64)
+		require.NoError(t, err, l)
+		require.Greater(t, ns, int64(1000), "an fdatasync on a disk takes more than 1 µs: %s", l)
+		jobs[i/150] = append(jobs[i/150], time.Duration(ns))
+	}
+	for j, ops := range jobs {
+		slices.Sort(ops)
+		require.Equal(t, got.JobP99Seconds[j], probes.Percentile(ops, 99).Seconds(), "job %d", j+1)
+	}
+
+	_, code, err = runCLI(t, "check", dir, "--samples", "100", "--lat-log", filepath.Join(dir, "no", "such", "dir", "lat.csv"))
+	require.Equal(t, exitUsage, code)
+	require.ErrorContains(t, err, "--lat-log: open "+filepath.Join(dir, "no"))
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "nothing measured, nothing left")
 }
