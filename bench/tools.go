@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/diskcanary/diskcanary/bench/read"
+	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
@@ -67,6 +67,20 @@ func (r *run) check(dir string, args ...string) read.Check {
 		r.Fatal(err)
 	}
 	return c
+}
+
+// latLog reads check's --lat-log file.
+func (r *run) latLog(file string) read.Pool {
+	f, err := os.Open(file)
+	if err != nil {
+		r.Fatal(err)
+	}
+	defer f.Close()
+	p := read.Pool{}
+	if err := p.AddLatLog(f); err != nil {
+		r.Fatal(err)
+	}
+	return p
 }
 
 // percentiles of one run, in microseconds: what the tables print.
@@ -212,19 +226,19 @@ func nodeBPFSaid(on bool) string {
 
 // where names a directory for a heading: path and filesystem type.
 func where(dir string) string {
-	if fs := fsType(dir); fs != "" {
-		return fmt.Sprintf("%s (%s)", dir, fs)
+	b, err := blockdev.Resolve(dir, "/proc", "/sys")
+	switch {
+	case err != nil:
+		return dir
+	case b.Device != "":
+		return fmt.Sprintf("%s (%s on %s)", dir, b.FSType, b.Device)
 	}
-	return dir
+	return fmt.Sprintf("%s (%s)", dir, b.FSType)
 }
 
-// fsType names the filesystem dir is on, "" when unknown.
+// fsType names the filesystem dir is on (mountinfo's name), "" when
+// unknown.
 func fsType(dir string) string {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return ""
-	}
-	return fsName[st.Type]
+	b, _ := blockdev.Resolve(dir, "/proc", "/sys")
+	return b.FSType
 }
-
-var fsName = map[int64]string{0xef53: "ext2/ext3", 0x58465342: "xfs", 0x9123683e: "btrfs", 0x01021994: "tmpfs", 0x65735546: "fuse"}

@@ -1,8 +1,8 @@
 // Package read reads what the benchmarks' tools print: fio's JSON, hey's
-// summary, iostat's reports, `diskcanary check --json` and its --lat-log, `go test -bench`
-// results, bpftrace's traced durations, text expositions (diskcanary's,
-// node_exporter's) and the daemon's native histograms, into typed values,
-// so no bench parses a tool's output twice or by hand.
+// summary, iostat's reports, `diskcanary check --json` and --lat-log,
+// `go test -bench` results, bpftrace's traced durations, text expositions
+// (diskcanary's, node_exporter's) and the daemon's native histograms, into
+// typed values, so no bench parses a tool's output twice or by hand.
 package read
 
 import (

@@ -48,9 +48,19 @@ func (p Pool) AddLatLog(r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("check's latency log, line %d: %w", line, err)
 		}
-		p[ns]++
+		p.Add(time.Duration(ns))
 	}
 	return s.Err()
+}
+
+// Add pools one op's latency.
+func (p Pool) Add(d time.Duration) { p[int64(d)]++ }
+
+// AddPool pools the ops of another pool.
+func (p Pool) AddPool(o Pool) {
+	for v, n := range o {
+		p[v] += n
+	}
 }
 
 // Count is the number of ops pooled.

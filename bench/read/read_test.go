@@ -77,7 +77,7 @@ func TestFIOPoolOfOneRunIsFIOsOwnPercentiles(t *testing.T) {
 	}
 }
 
-func TestFIOPoolAddsRuns(t *testing.T) {
+func TestPoolAddsRuns(t *testing.T) {
 	p := Pool{}
 	require.NoError(t, p.AddFIO(FIOLatency{Bins: map[string]int64{"100": 1, "200": 1}}))
 	require.NoError(t, p.AddFIO(FIOLatency{Bins: map[string]int64{"300": 1, "200": 1}}))
@@ -89,6 +89,12 @@ func TestFIOPoolAddsRuns(t *testing.T) {
 	require.ErrorContains(t, Pool{}.AddFIO(FIOLatency{N: 3}), "no latency bins")
 	require.ErrorContains(t, p.AddFIO(FIOLatency{Bins: map[string]int64{"1e3": 1}}), `bin "1e3"`)
 	require.Equal(t, time.Duration(0), Pool{}.P(50))
+	q := Pool{}
+	q.Add(250 * time.Nanosecond)
+	q.AddPool(p)
+	require.Equal(t, int64(5), q.Count())
+	require.Equal(t, 200*time.Nanosecond, q.P(40))
+	require.Equal(t, 250*time.Nanosecond, q.P(80))
 }
 
 // check's --lat-log, two jobs of 3 ops: pooled, its nearest-rank
