@@ -143,9 +143,10 @@ func daemonVsFIO(r *run, p params) bool {
 	readSet := filepath.Join(dir, ".diskcanary-rr-readset")
 	// A slice of the daemon is a phase sized to take about its share of
 	// ops (the WAL probe: one gap per op plus the op; the read probe:
-	// ~930 reads a second), fio's the number of ops the daemon took.
-	walSlice := time.Duration(p.Samples/roundSlices) * p.Gap
-	readSlice := time.Duration(p.Samples/roundSlices) * time.Second / 930
+	// ~930 reads a second), at least a second; fio's the number of ops the
+	// daemon took (never 0: fio reads that as "the whole file").
+	walSlice := max(time.Second, time.Duration(p.Samples/roundSlices)*p.Gap)
+	readSlice := max(time.Second, time.Duration(p.Samples/roundSlices)*time.Second/930)
 	daemonSlice := func(yaml, metric, probe string, phase time.Duration) *read.Histogram {
 		d := r.serve(yaml)
 		defer d.stop()
@@ -176,10 +177,10 @@ func daemonVsFIO(r *run, p params) bool {
 			for _, who := range alternate(i+k, sources...) {
 				if who == "daemon" {
 					w := daemonSlice(walYAML, "diskcanary_fdatasync_duration_seconds", "wal", walSlice)
-					dW, lastW = pool(r, dW, w), int(w.Count)
+					dW, lastW = pool(r, dW, w), max(1, int(w.Count))
 					if reads {
 						w := daemonSlice(rrYAML, "diskcanary_read_duration_seconds", "rr", readSlice)
-						dR, lastR = pool(r, dR, w), int(w.Count)
+						dR, lastR = pool(r, dR, w), max(1, int(w.Count))
 					}
 					continue
 				}
