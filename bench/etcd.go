@@ -56,10 +56,9 @@ import (
 // minute, daemonVsFIO), and the ratios are pooled source/etcd: a round's
 // own p99 (the 20th-slowest of 2,000 at 80 puts/s) swung ×0.5-3.3 against
 // etcd's on 2026-11-26, so a median of five of them judged the draw. The
-// issue
-// holds the daemon to ±10 % at p50 and ±15 % at p99 at the rates the
-// default gap models (50-100 WAL syncs a second, README), and so does the
-// verdict; at the other rates it is a curve, not a criterion.
+// issue holds the daemon to ±10 % at p50 and ±15 % at p99 at the rates
+// the default gap models (50-100 WAL syncs a second, README), and so does
+// the verdict; at the other rates it is a curve, not a criterion.
 
 const (
 	opTime     = 400 * time.Microsecond
