@@ -302,6 +302,11 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			break
 		}
 	}
+	if latLog != nil {
+		if err := latLog.Close(); err != nil {
+			return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+		}
+	}
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
