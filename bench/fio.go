@@ -256,10 +256,7 @@ func daemonVsFIO(r *run, p params) bool {
 			}
 			d, f := x.q(all.of("daemon", x.reads)), x.q(all.of(ref, x.reads))
 			ratio, aa := d/f, x.q(all.of("fio again", x.reads))/x.q(all.of("fio", x.reads))
-			verdict := x.bound.Verdict(ratio)
-			if !x.bound.Holds(ratio) && !x.bound.Holds(aa) {
-				verdict += "; so is fio against itself: the bound is below this machine's noise"
-			}
+			verdict := x.bound.VerdictBesideAA(ratio, aa)
 			ok = ok && x.bound.Holds(ratio)
 			r.printf("%-14s %9.1f %9.1f %7.3f %11s %7.3f %11s  %s\n", x.name, f, d, ratio,
 				spread("daemon", ref, x.reads, x.q), aa, spread("fio again", "fio", x.reads, x.q), verdict)

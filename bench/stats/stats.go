@@ -75,3 +75,15 @@ func (b Bound) Verdict(r float64) string {
 	}
 	return "OUT OF RANGE (" + b.String() + ")"
 }
+
+// VerdictBesideAA is Verdict(r) beside aa, a reference tool's ratio to a
+// second run of itself (an A/A run): when both miss the bound, the bound
+// is below the machine's noise and the verdict says so. It stays a miss:
+// noise that large hides a real difference as well as it makes one up.
+func (b Bound) VerdictBesideAA(r, aa float64) string {
+	v := b.Verdict(r)
+	if !b.Holds(r) && !b.Holds(aa) {
+		v += "; so is the A/A run beside it: the bound is below this machine's noise"
+	}
+	return v
+}

@@ -50,3 +50,15 @@ func TestBounds(t *testing.T) {
 	require.False(t, m.Holds(1.26))
 	require.Equal(t, "OUT OF RANGE (≤ ×1.25)", m.Verdict(1.3))
 }
+
+// A miss is only said to be below the noise when the reference's A/A
+// ratio misses the bound too (daemon-vs-fio on the VM disk, 2026-11-27:
+// the daemon's p99 ×1.115 against fio, fio against itself ×1.212).
+func TestVerdictBesideAA(t *testing.T) {
+	b := Within(0.10)
+	require.Equal(t, "OUT OF RANGE (±10 %); so is the A/A run beside it: the bound is below this machine's noise", b.VerdictBesideAA(1.115, 1.212))
+	require.Equal(t, "OUT OF RANGE (±10 %); so is the A/A run beside it: the bound is below this machine's noise", b.VerdictBesideAA(1.115, 0.85))
+	require.Equal(t, "OUT OF RANGE (±10 %)", b.VerdictBesideAA(1.147, 1.058))
+	require.Equal(t, "ok (±10 %)", b.VerdictBesideAA(0.967, 1.212))
+	require.Equal(t, "OUT OF RANGE (±10 %)", b.VerdictBesideAA(math.NaN(), 1.0))
+}
