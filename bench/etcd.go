@@ -73,28 +73,17 @@ type etcdRow struct {
 	p     percentiles
 	notes []string
 	num   map[string]float64 // etcd's numeric notes, medianed over rounds
-	// The phase's samples, to pool over the rounds: the daemon's
-	// histogram window, the others' latencies.
-	hist *read.Histogram
-	pool read.Pool
+	// The phase's samples, to pool over the rounds.
+	s samples
 }
 
-// pooled is a source's percentiles over its rows (the rounds' phases):
-// the daemon's windows added and read as its alerts read them, the
-// others' samples by nearest rank.
+// pooled is a source's percentiles over its rows (the rounds' phases).
 func pooled(r *run, rows []*etcdRow) (p percentiles, n int) {
-	if rows[0].hist != nil {
-		var h *read.Histogram
-		for _, x := range rows {
-			h = pool(r, h, x.hist)
-		}
-		return histogramPercentiles(h), int(h.Count)
-	}
-	all := read.Pool{}
+	var all samples
 	for _, x := range rows {
-		all.AddPool(x.pool)
+		all.addSamples(r, &x.s)
 	}
-	return poolPercentiles(all), int(all.Count())
+	return all.percentiles(), int(all.count())
 }
 
 func etcdVsDaemon(r *run, p params) bool {
@@ -158,10 +147,10 @@ func etcdVsDaemon(r *run, p params) bool {
 		var ep percentiles
 		for _, s := range etcdSources {
 			var rs []*etcdRow
-			var spread []float64 // the rounds' own p99 ratios
+			var roundRatios []float64 // the rounds' own p99 ratios
 			for i := range p.Rounds {
 				x := rows[key(i, rate, s)]
-				rs, spread = append(rs, x), append(spread, x.p.p99/rows[key(i, rate, "etcd")].p.p99)
+				rs, roundRatios = append(rs, x), append(roundRatios, x.p.p99/rows[key(i, rate, "etcd")].p.p99)
 			}
 			sp, n := pooled(r, rs)
 			star := " "
@@ -174,7 +163,7 @@ func etcdVsDaemon(r *run, p params) bool {
 			} else {
 				r50, r99 := sp.p50/ep.p50, sp.p99/ep.p99
 				ratios = fmt.Sprintf("%9.2f %9.2f", r50, r99)
-				rounds = fmt.Sprintf("%.2f-%.2f", slices.Min(spread), slices.Max(spread))
+				rounds = spread(roundRatios)
 				judge := func(q string, r float64, b stats.Bound) {
 					if !b.Holds(r) {
 						verdicts = append(verdicts, fmt.Sprintf("FAIL: at %d puts/s the daemon's %s reads etcd's ×%.2f, outside %s", rate, q, r, b))
@@ -435,10 +424,11 @@ func etcdRowFrom(r *run, traced []byte, walFD int, phase time.Duration, h read.H
 	for _, name := range etcdNotes {
 		row.notes = append(row.notes, fmt.Sprintf("%s=%.4g", name, row.num[name]))
 	}
-	row.pool = read.Pool{}
+	ops := read.Pool{}
 	for _, d := range all {
-		row.pool.Add(d)
+		ops.Add(d)
 	}
+	row.s.addOps(ops)
 	return row
 }
 
@@ -458,7 +448,7 @@ diskstats: {enabled: false}
 `, dir, gap, interval))
 	defer d.stop()
 	w := d.window(r, "diskcanary_fdatasync_duration_seconds", "wal", 0, phase)
-	return &etcdRow{n: int(w.Count), p: histogramPercentiles(w), hist: w, notes: []string{"gap=" + gap.String(), "interval=" + interval.String()}}
+	return &etcdRow{n: int(w.Count), p: histogramPercentiles(w), s: samples{hist: w}, notes: []string{"gap=" + gap.String(), "interval=" + interval.String()}}
 }
 
 func (r *run) checkPhase(dir string, gap time.Duration, n int) *etcdRow {
@@ -468,7 +458,7 @@ func (r *run) checkPhase(dir string, gap time.Duration, n int) *etcdRow {
 	defer os.RemoveAll(dir)
 	log := filepath.Join(r.TempDir(), "lat.csv")
 	c := r.check(dir, "--gap", gap.String(), "--samples", strconv.Itoa(n), "--lat-log", log)
-	return &etcdRow{n: c.Samples, p: checkPercentiles(c), pool: r.latLog(log), notes: []string{"gap=" + gap.String()}}
+	return &etcdRow{n: c.Samples, p: checkPercentiles(c), s: samples{ops: r.latLog(log)}, notes: []string{"gap=" + gap.String()}}
 }
 
 func (r *run) fioPhase(dir string, gap time.Duration, n int) *etcdRow {
@@ -477,7 +467,7 @@ func (r *run) fioPhase(dir string, gap time.Duration, n int) *etcdRow {
 	}
 	defer os.RemoveAll(dir)
 	j := r.fioWAL(dir, n, gap)
-	pool := read.Pool{}
-	poolFIO(r, pool, j.Sync.Lat)
-	return &etcdRow{n: j.Sync.Lat.N, p: fioPercentiles(r, j.Sync.Lat), pool: pool, notes: []string{"gap=" + gap.String()}}
+	row := &etcdRow{n: j.Sync.Lat.N, p: fioPercentiles(r, j.Sync.Lat), notes: []string{"gap=" + gap.String()}}
+	row.s.addFIO(r, j.Sync.Lat)
+	return row
 }

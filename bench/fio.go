@@ -157,10 +157,10 @@ func daemonVsFIO(r *run, p params) bool {
 		defer d.stop()
 		return d.windowSince(r, d.started(r, metric, probe), metric, probe, 0, phase)
 	}
-	checkSlice := func(pool read.Pool, n int) {
+	checkSlice := func(n int) read.Pool {
 		log := filepath.Join(r.TempDir(), "lat.csv")
 		r.check(dir, append([]string{"--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(n), "--lat-log", log}, unsafe...)...)
-		pool.AddPool(r.latLog(log))
+		return r.latLog(log)
 	}
 	// "fio again" is fio against itself (an A/A run): how far two runs of
 	// one tool land apart here is the floor under every other ratio.
@@ -171,20 +171,26 @@ func daemonVsFIO(r *run, p params) bool {
 	var rounds []dvfRound
 	r.printf("daemon vs fio on %s: %d rounds of %d ops in slices of ~%d, %s taking turns, gap %v, %d fdatasyncs per burst, %s\n",
 		title, p.Rounds, p.Samples, p.Samples/roundSlices, strings.Join(sources, ", "), p.Gap, p.Ops, nodeBPFSaid(p.NodeBPF))
+	all := newDVFRound()
 	for i := range p.Rounds {
 		x := newDVFRound()
 		lastW, lastR := p.Samples/roundSlices, p.Samples/roundSlices
-		short := func(ns ...int64) bool {
-			return slices.ContainsFunc(ns, func(n int64) bool { return n < int64(p.Samples) })
+		// short: a source has fewer than its samples (check runs no reads).
+		short := func(reads bool) bool {
+			return slices.ContainsFunc(sources, func(s string) bool {
+				return !(reads && s == "check") && x.of(s, reads).count() < int64(p.Samples)
+			})
 		}
-		for k := 0; short(count(x.dW), x.fW.Count(), x.aW.Count()) || reads && short(count(x.dR), x.fR.Count(), x.aR.Count()) || p.Check && short(x.cW.Count()); k++ {
+		for k := 0; short(false) || reads && short(true); k++ {
 			for _, who := range alternate(i+k, sources...) {
 				if who == "daemon" {
 					w := daemonSlice(walYAML, "diskcanary_fdatasync_duration_seconds", "wal", walSlice)
-					x.dW, lastW = pool(r, x.dW, w), max(1, int(w.Count))
+					x.of(who, false).addWindow(r, w)
+					lastW = max(1, int(w.Count))
 					if reads {
 						w := daemonSlice(rrYAML, "diskcanary_read_duration_seconds", "rr", readSlice)
-						x.dR, lastR = pool(r, x.dR, w), max(1, int(w.Count))
+						x.of(who, true).addWindow(r, w)
+						lastR = max(1, int(w.Count))
 					}
 					continue
 				}
@@ -193,50 +199,36 @@ func daemonVsFIO(r *run, p params) bool {
 				stop := r.nodeBPF(p.NodeBPF)
 				switch who {
 				case "check":
-					checkSlice(x.cW, lastW)
+					x.of(who, false).addOps(checkSlice(lastW))
 				case "fio", "fio again":
-					w, rd := x.fW, x.fR
-					if who == "fio again" {
-						w, rd = x.aW, x.aR
-					}
-					poolFIO(r, w, r.fioWAL(dir, lastW, p.Gap).Sync.Lat)
+					x.of(who, false).addFIO(r, r.fioWAL(dir, lastW, p.Gap).Sync.Lat)
 					if reads {
-						poolFIO(r, rd, r.fioRandRead(readSet, lastR, 100, 100*time.Millisecond).Read.Clat)
+						x.of(who, true).addFIO(r, r.fioRandRead(readSet, lastR, 100, 100*time.Millisecond).Read.Clat)
 					}
 				}
 				stop()
 			}
 		}
 		rounds = append(rounds, x)
+		all.addRound(r, x)
 		d, f, a := x.of("daemon", false), x.of("fio", false), x.of("fio again", false)
 		line := fmt.Sprintf("  round %d: fdatasync p50/p99 µs: daemon %.1f/%.1f (%d ops), fio %.1f/%.1f (%d ops), fio again %.1f/%.1f",
-			i+1, d.p50, d.p99, count(x.dW), f.p50, f.p99, x.fW.Count(), a.p50, a.p99)
+			i+1, d.percentiles().p50, d.percentiles().p99, d.count(), f.percentiles().p50, f.percentiles().p99, f.count(), a.percentiles().p50, a.percentiles().p99)
 		if p.Check {
 			c := x.of("check", false)
-			line += fmt.Sprintf(", check %.1f/%.1f (%d ops)", c.p50, c.p99, x.cW.Count())
+			line += fmt.Sprintf(", check %.1f/%.1f (%d ops)", c.percentiles().p50, c.percentiles().p99, c.count())
 		}
 		fmt.Println(line)
 	}
-	all := newDVFRound()
-	for _, x := range rounds {
-		all.dW = pool(r, all.dW, x.dW)
-		all.fW.AddPool(x.fW)
-		all.aW.AddPool(x.aW)
-		all.cW.AddPool(x.cW)
-		if reads {
-			all.dR = pool(r, all.dR, x.dR)
-			all.fR.AddPool(x.fR)
-			all.aR.AddPool(x.aR)
-		}
-	}
 	ok := true
-	// spread is the rounds' own ratios of q, source against ref.
-	spread := func(source, ref string, reads bool, q func(percentiles) float64) string {
+	// perRound is the spread of the rounds' own ratios of q, source
+	// against ref.
+	perRound := func(source, ref string, reads bool, q func(percentiles) float64) string {
 		var rs []float64
 		for _, x := range rounds {
-			rs = append(rs, q(x.of(source, reads))/q(x.of(ref, reads)))
+			rs = append(rs, q(x.of(source, reads).percentiles())/q(x.of(ref, reads).percentiles()))
 		}
-		return fmt.Sprintf("%.2f-%.2f", slices.Min(rs), slices.Max(rs))
+		return spread(rs)
 	}
 	table := func(ref string) {
 		r.printf("%-14s %9s %9s %7s %11s %7s %11s  verdict\n", "", ref, "daemon", "ratio", "per round", "fio A/A", "per round")
@@ -254,12 +246,13 @@ func daemonVsFIO(r *run, p params) bool {
 			if x.reads && (!reads || ref == "check") {
 				continue
 			}
-			d, f := x.q(all.of("daemon", x.reads)), x.q(all.of(ref, x.reads))
-			ratio, aa := d/f, x.q(all.of("fio again", x.reads))/x.q(all.of("fio", x.reads))
+			q := func(source string) float64 { return x.q(all.of(source, x.reads).percentiles()) }
+			d, f := q("daemon"), q(ref)
+			ratio, aa := d/f, q("fio again")/q("fio")
 			verdict := x.bound.VerdictBesideAA(ratio, aa)
 			ok = ok && x.bound.Holds(ratio)
 			r.printf("%-14s %9.1f %9.1f %7.3f %11s %7.3f %11s  %s\n", x.name, f, d, ratio,
-				spread("daemon", ref, x.reads, x.q), aa, spread("fio again", "fio", x.reads, x.q), verdict)
+				perRound("daemon", ref, x.reads, x.q), aa, perRound("fio again", "fio", x.reads, x.q), verdict)
 		}
 	}
 	r.printf("daemon histograms vs fio: each source pooled over the %d rounds (µs); ratio = daemon/reference, per round = the rounds' own ratios; fio A/A = fio again / fio, the noise floor\n", p.Rounds)
@@ -270,37 +263,34 @@ func daemonVsFIO(r *run, p params) bool {
 	return ok
 }
 
-// dvfRound is one daemon-vs-fio round's samples per source, WAL (W) and
-// read (R): the daemon's histogram windows added, the others' ops pooled.
-type dvfRound struct {
-	dW, dR             *read.Histogram
-	fW, fR, aW, aR, cW read.Pool
-}
+// dvfRound is one daemon-vs-fio round's samples by source, the WAL
+// probe's fdatasyncs and the read probe's reads.
+type dvfRound struct{ wal, reads map[string]*samples }
 
 func newDVFRound() dvfRound {
-	return dvfRound{fW: read.Pool{}, fR: read.Pool{}, aW: read.Pool{}, aR: read.Pool{}, cW: read.Pool{}}
+	return dvfRound{wal: map[string]*samples{}, reads: map[string]*samples{}}
 }
 
-// of is a source's percentiles in the round, the WAL's or the reads'.
-func (x dvfRound) of(source string, reads bool) percentiles {
-	switch source {
-	case "daemon":
-		if reads {
-			return histogramPercentiles(x.dR)
-		}
-		return histogramPercentiles(x.dW)
-	case "fio":
-		if reads {
-			return poolPercentiles(x.fR)
-		}
-		return poolPercentiles(x.fW)
-	case "fio again":
-		if reads {
-			return poolPercentiles(x.aR)
-		}
-		return poolPercentiles(x.aW)
+// of is a source's WAL or read samples in the round.
+func (x dvfRound) of(source string, reads bool) *samples {
+	m := x.wal
+	if reads {
+		m = x.reads
 	}
-	return poolPercentiles(x.cW)
+	if m[source] == nil {
+		m[source] = &samples{}
+	}
+	return m[source]
+}
+
+// addRound pools another round's samples into x.
+func (x dvfRound) addRound(r *run, o dvfRound) {
+	for s, v := range o.wal {
+		x.of(s, false).addSamples(r, v)
+	}
+	for s, v := range o.reads {
+		x.of(s, true).addSamples(r, v)
+	}
 }
 
 // pacedWALConfig is a daemon with one WAL probe on dir paced as fio's
@@ -332,35 +322,6 @@ diskstats: {enabled: false}
 // roundSlices is how many slices of each source a daemon-vs-fio round
 // alternates: 1,000 WAL ops (~10 s at the default gap) each.
 const roundSlices = 10
-
-func count(h *read.Histogram) int64 {
-	if h == nil {
-		return 0
-	}
-	return int64(h.Count)
-}
-
-// pool adds the daemon's window w to the round's histogram so far.
-func pool(r *run, so, w *read.Histogram) *read.Histogram {
-	if so == nil {
-		return w
-	}
-	s, err := so.Add(w)
-	if err != nil {
-		r.Fatal(err)
-	}
-	return s
-}
-
-func poolFIO(r *run, p read.Pool, l read.FIOLatency) {
-	if err := p.AddFIO(l); err != nil {
-		r.Fatal(err)
-	}
-}
-
-func poolPercentiles(p read.Pool) percentiles {
-	return percentiles{us(p.P(50)), us(p.P(90)), us(p.P(99))}
-}
 
 func p50(p percentiles) float64 { return p.p50 }
 func p99(p percentiles) float64 { return p.p99 }

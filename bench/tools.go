@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,6 +184,74 @@ func (d *daemon) windowSince(r *run, h0 *read.Histogram, metric, probe string, s
 
 func histogramPercentiles(h *read.Histogram) percentiles {
 	return percentiles{h.Quantile(0.5) * 1e6, h.Quantile(0.9) * 1e6, h.Quantile(0.99) * 1e6}
+}
+
+// samples is one source's latencies over its phases, pooled as one run
+// that took them all: the daemon's histogram windows added and read as
+// its alerts read them, the other tools' ops exact, by nearest rank.
+type samples struct {
+	hist *read.Histogram
+	ops  read.Pool
+}
+
+// addWindow adds one of the daemon's histogram windows.
+func (s *samples) addWindow(r *run, w *read.Histogram) {
+	if s.hist == nil {
+		s.hist = w
+		return
+	}
+	h, err := s.hist.Add(w)
+	if err != nil {
+		r.Fatal(err)
+	}
+	s.hist = h
+}
+
+// addOps adds a tool's ops.
+func (s *samples) addOps(p read.Pool) {
+	if s.ops == nil {
+		s.ops = read.Pool{}
+	}
+	s.ops.AddPool(p)
+}
+
+// addFIO adds one fio run's ops.
+func (s *samples) addFIO(r *run, l read.FIOLatency) {
+	p := read.Pool{}
+	if err := p.AddFIO(l); err != nil {
+		r.Fatal(err)
+	}
+	s.addOps(p)
+}
+
+// addSamples adds another phase's samples of the same source.
+func (s *samples) addSamples(r *run, o *samples) {
+	if o.hist != nil {
+		s.addWindow(r, o.hist)
+	}
+	if o.ops != nil {
+		s.addOps(o.ops)
+	}
+}
+
+func (s *samples) count() int64 {
+	if s.hist != nil {
+		return int64(s.hist.Count)
+	}
+	return s.ops.Count()
+}
+
+func (s *samples) percentiles() percentiles {
+	if s.hist != nil {
+		return histogramPercentiles(s.hist)
+	}
+	return percentiles{us(s.ops.P(50)), us(s.ops.P(90)), us(s.ops.P(99))}
+}
+
+// spread is the range of the rounds' own ratios, printed beside a pooled
+// one.
+func spread(ratios []float64) string {
+	return fmt.Sprintf("%.2f-%.2f", slices.Min(ratios), slices.Max(ratios))
 }
 
 // nodeBPF starts the daemon's block-latency eBPF program (a second
