@@ -46,7 +46,7 @@ type params struct {
 	Reads      bool          // also the 4k read probe against fio's random reads
 	Check      bool          // also `diskcanary check`, judged against the daemon
 	NodeBPF    bool          // references under the daemon's eBPF program
-	BesideEtcd bool          // etcd-vs-daemon: the probes beside an etcd on tmpfs at the rate
+	Beside     string        // etcd-vs-daemon: what the probes run beside (besideSaid)
 	Rates      []int         // etcd-vs-daemon: puts per second
 	MaxPhase   time.Duration // etcd-vs-daemon: longest phase per source
 	Interval   time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step
@@ -63,7 +63,7 @@ type params struct {
 
 var defaults = params{
 	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: 10 * time.Millisecond, Ops: 50,
-	Reads: true, Check: true, NodeBPF: true, BesideEtcd: true, Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
+	Reads: true, Check: true, NodeBPF: true, Beside: "measured", Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
 	Interval: 10 * time.Second, Duration: 60 * time.Second, Scrapers: 50, Devices: 1000, Tolerance: 0.02,
 	Nodes: []int{100, 1000, 5000}, Steady: 10 * time.Minute, PerCluster: 100, Slow: 0.02,
 }
@@ -147,7 +147,7 @@ func main() {
 	fl.BoolVar(&p.Reads, "reads", p.Reads, "also compare the 4k read probe with fio's random reads")
 	fl.BoolVar(&p.Check, "check", p.Check, "also judge diskcanary check against the daemon")
 	fl.BoolVar(&p.NodeBPF, "node-bpf", p.NodeBPF, "run the references under the daemon's block-latency eBPF program")
-	fl.BoolVar(&p.BesideEtcd, "beside-etcd", p.BesideEtcd, "etcd-vs-daemon: run the daemon, check and fio beside an etcd on tmpfs loaded at the rate")
+	fl.StringVar(&p.Beside, "beside", p.Beside, "etcd-vs-daemon: measured (the probes beside the etcd on its filesystem, both timed at once), tmpfs (beside an etcd on tmpfs at the rate) or none")
 	rates := fl.String("rates", "10,80,1000", "etcd-vs-daemon: puts per second")
 	fl.DurationVar(&p.MaxPhase, "max-phase", p.MaxPhase, "etcd-vs-daemon: longest phase per source")
 	fl.DurationVar(&p.Interval, "interval", p.Interval, "iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step")
@@ -173,6 +173,9 @@ func main() {
 	}
 	if p.Nodes, err = positives("nodes", *nodes); err != nil {
 		fatal(err)
+	}
+	if besideSaid[p.Beside] == "" {
+		fatal(fmt.Errorf("-beside %q: want measured, tmpfs or none", p.Beside))
 	}
 	chosen, err := choose(flag.Args())
 	if err != nil {
@@ -293,7 +296,7 @@ func override(sp, flags params, given map[string]bool) params {
 		"ops": func() { sp.Ops = flags.Ops }, "fuse-delay": func() { sp.FUSEDelay = flags.FUSEDelay },
 		"reads": func() { sp.Reads = flags.Reads }, "check": func() { sp.Check = flags.Check },
 		"node-bpf": func() { sp.NodeBPF = flags.NodeBPF }, "rates": func() { sp.Rates = flags.Rates },
-		"max-phase": func() { sp.MaxPhase = flags.MaxPhase }, "beside-etcd": func() { sp.BesideEtcd = flags.BesideEtcd },
+		"max-phase": func() { sp.MaxPhase = flags.MaxPhase }, "beside": func() { sp.Beside = flags.Beside },
 		"interval": func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
 		"scrapers": func() { sp.Scrapers = flags.Scrapers }, "devices": func() { sp.Devices = flags.Devices },
 		"tolerance": func() { sp.Tolerance = flags.Tolerance },
