@@ -284,9 +284,9 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	}
 	// No garbage collection during the measurement: the timed loops do
 	// not allocate, and a stop-the-world must never wait on a raw syscall
-	// (timedio.go). A raw syscall also holds its P, so keep one more P than
-	// jobs for the goroutine that enforces the timeout, even in a one-CPU
-	// container.
+	// (timedio.go; the back-to-back recipe and the reads). A raw syscall
+	// also holds its P, so keep one more P than jobs for the goroutine that
+	// enforces the timeout, even in a one-CPU container.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	if runtime.GOMAXPROCS(0) < o.jobs()+1 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.jobs() + 1))
@@ -635,7 +635,11 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 		res.Partial = true
 		return res, err
 	}
-	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: true}, c.Ops)
+	// The paced etcd profile makes its ops as the daemon does, etcd's way;
+	// the back-to-back recipe and the reads run raw, as fio does
+	// (timedio.go).
+	paced := c.Kind == config.KindWAL && *c.Gap > 0
+	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: !paced}, c.Ops)
 	n := int(rec.taken.Load())
 	res.Latencies, res.Writes = rec.samples(c.Kind, n)
 	res.Ops = [][]time.Duration{rec.inOrder(c.Kind, n)}

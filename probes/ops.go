@@ -275,9 +275,9 @@ type walOp struct {
 }
 
 // walOpResult builds a WAL op's outcome from its syscalls' results and
-// clock readings: t0 before the write, t1 after it, t2 after the
-// fdatasync (t1 when it was skipped).
-func walOpResult(werr, serr unix.Errno, n, want int, t0, t1, t2 int64) (op walOp) {
+// clock readings: t0 and t1 around the write, t2 and t3 around the
+// fdatasync (both t1 when it was skipped).
+func walOpResult(werr, serr unix.Errno, n, want int, t0, t1, t2, t3 int64) (op walOp) {
 	switch {
 	case werr != 0:
 		op.stage, op.err = "write", werr
@@ -289,6 +289,6 @@ func walOpResult(werr, serr unix.Errno, n, want int, t0, t1, t2 int64) (op walOp
 	if werr == 0 {
 		op.wrote = n
 	}
-	op.write, op.fdatasync = time.Duration(t1-t0), time.Duration(t2-t1)
+	op.write, op.fdatasync = time.Duration(t1-t0), time.Duration(t3-t2)
 	return op
 }

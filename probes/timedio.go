@@ -23,26 +23,33 @@ import (
 // scheduler, not the disk. Timing inside the wrapper measures what fio
 // measures.
 //
-// The daemon enters and leaves syscall state around the op exactly like
-// syscall.Syscall does, so a hung op blocks only its own thread: a thread
-// in a raw syscall keeps its P, and a garbage collection's stop-the-world
-// would wait for a hung disk and /metrics with it. Syscall state has a
-// cost of its own, though. When every P is idle, as during a gap slept by
-// time.Sleep, the runtime's monitor thread sleeps; entering syscall state
-// wakes it, it polls every 20 µs or so while the op is in flight, and at
-// GOMAXPROCS 1 it hands the P to another thread it wakes. Each wake-up
-// competes for the CPUs the kernel needs to finish the op. So a WAL op's
-// gap is slept inside the op's syscall state, by the thread's own
-// clock_nanosleep: the monitor's wake-up and the P's handoff happen at the
-// gap's start, and by the time the op starts the runtime sleeps again.
-// Traced on the loop device (2026-11-26, docs/benchmarks.md): the daemon's
-// other threads woke 2.7-3.1 times per WAL op in flight with the gap slept
-// by time.Sleep, 0.07-0.08 with it slept in syscall state; the same op in
-// one process read 10-13 % lower at p50. `check`, which serves nothing
-// while it measures, runs with the collector off and uses raw syscalls
-// (raw=true), so the runtime does nothing around its ops, as in fio; the
-// daemon never does. Both sleep the gap the same way. A read has no gap:
-// the daemon's reads still pay the monitor's wake-up.
+// The daemon enters and leaves syscall state around each syscall exactly
+// like syscall.Syscall does, so a hung op blocks only its own thread: a
+// thread in a raw syscall keeps its P, and a garbage collection's
+// stop-the-world would wait for a hung disk and /metrics with it.
+//
+// A WAL op is made the way etcd's WAL makes it, since etcd's own
+// fdatasyncs are what the probe predicts: etcd is a Go program, its WAL
+// goroutine waits between appends with the runtime idle, then writes and
+// fdatasyncs through two ordinary syscalls. So the probe sleeps its gap
+// with time.Sleep and runs the write and the fdatasync each in syscall
+// state of its own. That path has a cost fio does not pay: entering
+// syscall state after an idle gap wakes the runtime's monitor thread
+// (sysmon), which polls every 20 µs or so while the op is in flight, and
+// those wake-ups compete for the CPUs the kernel needs to finish the op.
+// etcd pays it on every append. Measured beside a real etcd at 80 puts/s
+// on the VM disk, both timed by the same bpftrace in the same minutes
+// (2026-11-27, docs/benchmarks.md): this path read p50 ×0.94-0.96 of
+// etcd's WAL fdatasyncs, a plain Go writer ×0.92-0.96, and the previous
+// path (the gap slept by the thread's own clock_nanosleep inside one
+// syscall state, so the monitor slept through the op, as in fio)
+// ×0.83-0.88. `check`'s etcd profile takes this path too; its
+// back-to-back recipe and the reads run raw (raw=true, `check` only):
+// raw syscalls, nothing of the runtime around the op, as in fio.
+//
+// A read has no gap, and reads in a burst are timed in one pass through
+// syscall state (timedPreads), so the monitor's wake-up is paid once per
+// window, as a tight read loop in any program would.
 //
 // A Go upgrade can break this. Three runtime internals are reached
 // by go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
@@ -136,51 +143,40 @@ func timedPreads(fl *inflight, raw bool, stop *atomic.Bool, fd int, b []byte, of
 	return done, short, errno
 }
 
-// timedWALOp is one WAL op, the gap before it, then pwrite and fdatasync,
-// in one pass through syscall state and with three clock reads: the
-// reading that ends the write starts the fdatasync (between them is only
-// a branch), so the two are still timed apart, at the cost of one clock
-// read fewer than timing them one by one. A failed or short write skips
-// the fdatasync. The op is marked in flight after the gap.
+// timedWALOp is one WAL op: the gap, then pwrite and fdatasync, each
+// timed by clock reads immediately around its syscall. The gap is slept by
+// the runtime and, unless raw, each syscall runs in syscall state of its
+// own (the way etcd's WAL makes them, see above). A failed or short write
+// skips the fdatasync. The op is marked in flight after the gap.
 //
 //go:nosplit
 func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64, gap time.Duration) (op walOp) {
+	if gap > 0 {
+		time.Sleep(gap)
+	}
 	if !raw {
 		entersyscall()
-	}
-	if gap > 0 {
-		sleepGap(gap)
 	}
 	t0 := nanotime()
 	fl.mark(t0)
 	n, _, werr := unix.RawSyscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
 	t1 := nanotime()
-	var serr unix.Errno
-	t2 := t1
-	if werr == 0 && int(n) == len(b) {
-		_, _, serr = unix.RawSyscall6(unix.SYS_FDATASYNC, uintptr(fd), 0, 0, 0, 0, 0)
-		t2 = nanotime()
-	}
-	fl.end()
 	if !raw {
 		exitsyscall()
 	}
-	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2)
-}
-
-// sleepGap sleeps d on the monotonic clock in the calling thread (raw:
-// it runs in syscall state, or holds the P in check), to an absolute
-// deadline, so that a signal, which ends a sleep with EINTR whatever
-// SA_RESTART says, only resumes it.
-//
-//go:nosplit
-func sleepGap(d time.Duration) {
-	dl := nanotime() + int64(d)
-	ts := unix.Timespec{Sec: dl / 1e9, Nsec: dl % 1e9}
-	for {
-		_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		if e != unix.EINTR {
-			return
+	var serr unix.Errno
+	t2, t3 := t1, t1
+	if werr == 0 && int(n) == len(b) {
+		if !raw {
+			entersyscall()
+		}
+		t2 = nanotime()
+		_, _, serr = unix.RawSyscall6(unix.SYS_FDATASYNC, uintptr(fd), 0, 0, 0, 0, 0)
+		t3 = nanotime()
+		if !raw {
+			exitsyscall()
 		}
 	}
+	fl.end()
+	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2, t3)
 }

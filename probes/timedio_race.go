@@ -51,11 +51,12 @@ func timedWALOp(fl *inflight, _ bool, fd int, b []byte, off int64, gap time.Dura
 	n, _, werr := unix.Syscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
 	t1 := nanotime()
 	var serr unix.Errno
-	t2 := t1
+	t2, t3 := t1, t1
 	if werr == 0 && int(n) == len(b) {
-		_, _, serr = unix.Syscall(unix.SYS_FDATASYNC, uintptr(fd), 0, 0)
 		t2 = nanotime()
+		_, _, serr = unix.Syscall(unix.SYS_FDATASYNC, uintptr(fd), 0, 0)
+		t3 = nanotime()
 	}
 	fl.end()
-	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2)
+	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2, t3)
 }

@@ -93,10 +93,9 @@ func TestTimedOpInFlightDoesNotHoldItsP(t *testing.T) {
 		"runtime.GC waited %v for a read in flight: timedPreads' syscall state (runtime.entersyscall via go:linkname) no longer releases the P; see timedio.go", gcAt.Sub(start))
 }
 
-// The daemon sleeps a WAL op's gap inside the op's syscall state
-// (timedio.go), so the gap too must leave the P free: a collection during
-// the gap finishes at once. And the gap is a sleep to a deadline: signals
-// (the runtime's own SIGURG here) do not cut it short.
+// A WAL op's gap must leave the P free, as etcd's idle WAL goroutine does
+// (timedio.go): a collection during the gap finishes at once. And signals
+// (the runtime's own SIGURG here) do not cut the gap short.
 func TestWALGapDoesNotHoldItsPAndOutlastsSignals(t *testing.T) {
 	const gap = time.Second
 	path := filepath.Join(t.TempDir(), "wal")
@@ -135,7 +134,7 @@ func TestWALGapDoesNotHoldItsPAndOutlastsSignals(t *testing.T) {
 	require.Equal(t, 2300, r.op.wrote)
 	require.GreaterOrEqual(t, r.took, gap, "the gap ended early: a signal cut the sleep short")
 	require.Less(t, r.took, gap+time.Second)
-	require.Less(t, gcAt.Sub(r.start), gap/2, "runtime.GC waited for the gap: it is not slept in syscall state")
+	require.Less(t, gcAt.Sub(r.start), gap/2, "runtime.GC waited for the gap: the gap holds its P")
 }
 
 // countingReads counts the reads a burst records.

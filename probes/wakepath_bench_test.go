@@ -3,6 +3,7 @@
 package probes
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -23,17 +24,15 @@ import (
 // process conditions, interleaved block by block with the order rotating,
 // so drift of the machine or the device lands on every condition alike:
 //
-//	daemon       the daemon's path: runtime syscall state from the gap's
-//	             start to the op's end, the gap slept inside it
-//	daemon+Sleep the daemon's path before 2026-11-26: syscall state around
-//	             the op only, gap by time.Sleep
-//	raw          `check`'s path before 2026-11-26: raw syscall, gap by
+//	daemon       the daemon's path (etcd's): gap by time.Sleep, the write
+//	             and the fdatasync each in runtime syscall state
+//	raw          `check`'s back-to-back path: raw syscalls, gap by
 //	             time.Sleep
 //	+ticker      daemon, plus a goroutine woken every 100 ms (a scrape, a
 //	             ticker: the daemon has a 250 ms watchdog, a 1 s SMART tick)
-//	nanosleep    `check`'s path: raw syscall, gap slept inside timedWALOp
-//	             by the thread itself in the kernel (as fio's thinktime
-//	             does), no Go timer
+//	nanosleep    fio's thinktime: raw syscalls, the gap slept by the
+//	             thread itself in the kernel (clock_nanosleep), no Go timer
+//	             (the daemon's path from 2026-11-26 to 2026-11-27)
 //	+listener    an idle listening socket in the process (the daemon's
 //	             /metrics server): the timer that ends the gap is then
 //	             waited for in the netpoller's epoll_pwait
@@ -74,7 +73,13 @@ func BenchmarkWakePathAB(b *testing.B) {
 	}
 	defer freeBuffer(buf)
 
-	goSleep := func() { time.Sleep(gap) }
+	// fio's thinktime: the thread sleeps in the kernel to a deadline
+	nanosleep := func() {
+		dl := nanotime() + int64(gap)
+		ts := unix.Timespec{Sec: dl / 1e9, Nsec: dl % 1e9}
+		for errors.Is(unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil), unix.EINTR) {
+		}
+	}
 	tickerEvery := func(d time.Duration) func() {
 		stop := make(chan struct{})
 		go func() {
@@ -133,8 +138,7 @@ func BenchmarkWakePathAB(b *testing.B) {
 		}
 		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	}
-	// nil sleep: the gap slept inside timedWALOp (in syscall state on the
-	// daemon's path, so no syscall-state transition precedes the op)
+	// nil sleep: the gap slept by timedWALOp (time.Sleep)
 	conds := []struct {
 		name  string
 		raw   bool
@@ -142,10 +146,9 @@ func BenchmarkWakePathAB(b *testing.B) {
 		bg    func() func()
 	}{
 		{"daemon", false, nil, nothing},
-		{"daemon+Sleep", false, goSleep, nothing},
-		{"raw", true, goSleep, nothing},
+		{"raw", true, nil, nothing},
 		{"daemon+ticker", false, nil, ticker},
-		{"nanosleep", true, nil, nothing},
+		{"nanosleep", true, nanosleep, nothing},
 		{"daemon+bpf", false, nil, bpf},
 		{"daemon+listener", false, nil, listener},
 		// the daemon's own background: its /metrics listener, the stall
@@ -154,7 +157,7 @@ func BenchmarkWakePathAB(b *testing.B) {
 			a, w, r := listener(), tickerEvery(250*time.Millisecond), tickerEvery(time.Second)
 			return func() { a(); w(); r() }
 		}},
-		{"raw+listener", true, goSleep, listener},
+		{"raw+listener", true, nil, listener},
 	}
 	got := make([][]time.Duration, len(conds))
 	off := int64(0)

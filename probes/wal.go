@@ -28,8 +28,9 @@ import (
 //
 // Gap: an fdatasync after an idle gap costs more than one issued back to
 // back (docs/wal-gap.md); etcd's appends come with gaps, so the probe
-// sleeps `gap` between one op's end and the next op's start, fio's
-// thinktime. Each burst starts with one untimed op, so no timed op
+// sleeps `gap` between one op's end and the next op's start (fio's
+// thinktime), and makes each op the way etcd's WAL goroutine does
+// (timedio.go). Each burst starts with one untimed op, so no timed op
 // follows the idle time between bursts, which etcd at the rate the gap
 // models never has.
 type walProbe struct {
