@@ -39,11 +39,11 @@ import (
 // those wake-ups compete for the CPUs the kernel needs to finish the op.
 // etcd pays it on every append. Measured beside a real etcd at 80 puts/s
 // on the VM disk, both timed by the same bpftrace in the same minutes
-// (2026-11-27, docs/benchmarks.md): this path read p50 ×0.94-0.96 of
-// etcd's WAL fdatasyncs, a plain Go writer ×0.92-0.96, and the previous
+// (2026-11-27, docs/benchmarks.md): this path read p50 ×0.94-0.97 of
+// etcd's WAL fdatasyncs, a plain Go writer ×0.91-0.96, and the previous
 // path (the gap slept by the thread's own clock_nanosleep inside one
 // syscall state, so the monitor slept through the op, as in fio)
-// ×0.83-0.88. `check`'s etcd profile takes this path too; its
+// ×0.81-0.88. `check`'s etcd profile takes this path too; its
 // back-to-back recipe and the reads run raw (raw=true, `check` only):
 // raw syscalls, nothing of the runtime around the op, as in fio.
 //
