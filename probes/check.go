@@ -87,6 +87,12 @@ type CheckProgress struct {
 }
 
 // jobs is how many writers a run starts.
+// paced is whether the profile is the paced etcd one (a gap between
+// ops: the WAL probe's default when none is given).
+func (o CheckOptions) paced() bool {
+	return o.Profile == ProfileEtcd && (o.Gap == nil || *o.Gap > 0)
+}
+
 func (o CheckOptions) jobs() int {
 	if o.Profile == ProfileRandRead || o.Jobs < 1 {
 		return 1
@@ -286,9 +292,17 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	// not allocate, and a stop-the-world must never wait on a raw syscall
 	// (timedio.go; the back-to-back recipe and the reads). A raw syscall
 	// also holds its P, so keep one more P than jobs for the goroutine that
-	// enforces the timeout, even in a one-CPU container.
+	// enforces the timeout, even in a one-CPU container. The paced etcd
+	// profile's ops hold no P, and it runs at the daemon's default
+	// GOMAXPROCS (1): the op's cost depends on it (with one P the runtime
+	// hands it away on every op; the daemon alone read p50 ×1.2 at 1
+	// against 2 on the VM disk, docs/benchmarks.md), and check must read
+	// what the daemon reads.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	if runtime.GOMAXPROCS(0) < o.jobs()+1 {
+	switch {
+	case o.paced():
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	case runtime.GOMAXPROCS(0) < o.jobs()+1:
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.jobs() + 1))
 	}
 	stop := new(atomic.Bool)
@@ -638,8 +652,7 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 	// The paced etcd profile makes its ops as the daemon does, etcd's way;
 	// the back-to-back recipe and the reads run raw, as fio does
 	// (timedio.go).
-	paced := c.Kind == config.KindWAL && *c.Gap > 0
-	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: !paced}, c.Ops)
+	out, err := k.burst(&runner{rec: rec, fl: fl, stop: stop, raw: !o.paced()}, c.Ops)
 	n := int(rec.taken.Load())
 	res.Latencies, res.Writes = rec.samples(c.Kind, n)
 	res.Ops = [][]time.Duration{rec.inOrder(c.Kind, n)}
