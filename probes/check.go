@@ -86,13 +86,13 @@ type CheckProgress struct {
 	ETA time.Duration
 }
 
-// jobs is how many writers a run starts.
 // paced is whether the profile is the paced etcd one (a gap between
 // ops: the WAL probe's default when none is given).
 func (o CheckOptions) paced() bool {
 	return o.Profile == ProfileEtcd && (o.Gap == nil || *o.Gap > 0)
 }
 
+// jobs is how many writers a run starts.
 func (o CheckOptions) jobs() int {
 	if o.Profile == ProfileRandRead || o.Jobs < 1 {
 		return 1
