@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
@@ -62,7 +63,7 @@ type params struct {
 }
 
 var defaults = params{
-	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: 10 * time.Millisecond, Ops: 50,
+	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: config.DefaultWALGap, Ops: config.DefaultWALOps,
 	Reads: true, Check: true, NodeBPF: true, Beside: "measured", Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
 	Interval: 10 * time.Second, Duration: 60 * time.Second, Scrapers: 50, Devices: 1000, Tolerance: 0.02,
 	Nodes: []int{100, 1000, 5000}, Steady: 10 * time.Minute, PerCluster: 100, Slow: 0.02,

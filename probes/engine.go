@@ -152,11 +152,36 @@ func (e *Engine) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// journalPerSync is the physical write cost of an fdatasync beyond the data
-// pages: on ext4, writing into a fresh fallocated (unwritten) extent makes
-// every fdatasync commit the journal. Measured with a loop device: ~14 KB
-// physical per 2300-byte sample against 6.4 KB of dirtied pages.
+// journalPerSync is what the budget charges an fdatasync beyond its data
+// pages: a ceiling for filesystems that commit their journal on every
+// fdatasync (ext4 writing into unwritten extents); ext4 with a preallocated
+// segment writes less (docs/findings.md, "Write cost").
 const journalPerSync = 8 << 10
+
+// WALWriteCost is what the budget charges a WAL probe: the pages its
+// appends dirty plus journalPerSync per fdatasync, per timed sample and
+// per day at its interval and ops. The pages are the ones the
+// written_bytes counter counts (go run ./bench soak checks that count
+// against the kernel's /proc/PID/io).
+func WALWriteCost(c config.Probe) (perSample, perDay float64) {
+	bs := int64(c.BlockSize)
+	// Appends repeat their page alignment every pageSize/gcd(bs, pageSize) ops.
+	period := pageSize / gcd(bs, pageSize)
+	var dirtied int64
+	for i := int64(0); i < period; i++ {
+		dirtied += pagesDirtied(i*bs, bs)
+	}
+	perOp := float64(dirtied)/float64(period) + journalPerSync
+	perDay = perOp * float64(c.Ops) * (24 * time.Hour).Seconds() / c.Interval.Seconds()
+	return perDay / c.SamplesPer(24*time.Hour), perDay
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
 
 // budget is a token bucket over estimated physical bytes per filesystem
 // (dirtied pages + journalPerSync per fdatasync): the daily

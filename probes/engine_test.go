@@ -438,3 +438,20 @@ func testutilCounter(e *Engine, name, probe string) float64 {
 	}
 	return 0
 }
+
+// The default WAL probe's charge: 2300-byte appends dirty 1.5605 pages on
+// average (6,392 bytes) plus 8 KiB of journal each, 50 ops per burst of
+// which 49 are timed, a burst every 44 s.
+func TestWALWriteCostOfTheDefaultProbe(t *testing.T) {
+	c, err := config.Parse(config.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perSample, perDay := WALWriteCost(c.Probes.Targets[0])
+	if int(perSample) != 14881 || int64(perDay) != 1_431_883_636 {
+		t.Fatalf("WALWriteCost(default wal) = %.1f bytes a sample, %.0f a day; want 14881.6 and 1431883636", perSample, perDay)
+	}
+	if perDay > float64(config.DefaultDailyWriteBudget) {
+		t.Fatalf("the default probe's %.0f bytes a day exceed the default budget %d", perDay, config.DefaultDailyWriteBudget)
+	}
+}

@@ -20,9 +20,10 @@ func TestDefaultConfig(t *testing.T) {
 	require.Equal(t, LayoutAppend, wal.Layout)
 	require.EqualValues(t, 2300, wal.BlockSize)
 	require.LessOrEqual(t, wal.Ops, MaxWALBurst)
-	// The defaults must give >= 1,000 fdatasync samples per 15 minutes.
-	perQuarter := float64(15*time.Minute) / float64(wal.Interval) * float64(wal.Ops)
-	require.GreaterOrEqual(t, perQuarter, 1000.0)
+	// The defaults must give >= 1,000 fdatasync samples per 15 minutes:
+	// 900 s / 44 s × 49 timed ops a burst.
+	require.InDelta(t, 1002.27, wal.SamplesPer(15*time.Minute), 0.01)
+	require.InDelta(t, 3000.0, c.Probes.Targets[1].SamplesPer(15*time.Minute), 1e-9)
 	require.Equal(t, KindRandRead, rr.Kind)
 	require.EqualValues(t, 4096, rr.BlockSize)
 	require.GreaterOrEqual(t, int64(rr.WorkingSet), int64(1<<30))
@@ -91,7 +92,7 @@ func TestMissingFile(t *testing.T) {
 
 func TestDefaultProbes(t *testing.T) {
 	one := DefaultProbes([]string{"/var/lib/etcd-canary"})
-	require.Equal(t, []string{"wal", "randread"}, []string{one[0].Name, one[1].Name})
+	require.Equal(t, []Probe{{Name: "wal", Kind: KindWAL, Dir: "/var/lib/etcd-canary"}, {Name: "randread", Kind: KindRandRead, Dir: "/var/lib/etcd-canary"}}, one)
 	two := DefaultProbes([]string{"/a/data", "/b/data", "/c/logs"})
 	var names []string
 	for _, p := range two {

@@ -16,6 +16,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/stat"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/diskcanary/diskcanary/internal/config"
 )
 
 // The dashboards are built with Grafana's foundation SDK, in the classic
@@ -680,7 +682,7 @@ func nodeDashboard(p Params) *board {
 		"Failed probe cycles by reason (diskcanary_probe_failures_total): low_space, eio, timeout... Empty while every cycle succeeds.", "none",
 		q(fmt.Sprintf(`sum by (probe, reason) (increase(diskcanary_probe_failures_total%s[$__rate_interval]))`, ti), "{{probe}} {{reason}}")).Span(12).Height(7))
 	d.add(d.timeseries("Probe write cost (bytes per day, page-granular)",
-		"What the probes write to this disk, as bytes per day at the current rate (the default budget is 1.5 GB a day per filesystem).", "bytes",
+		fmt.Sprintf("What the probes write to this disk, as bytes per day at the current rate (the default budget is %g GB a day per filesystem).", config.DefaultDailyWriteBudget/1e9), "bytes",
 		q(fmt.Sprintf(`rate(diskcanary_probe_written_bytes_total%s[$__rate_interval]) * 86400`, ti), "{{probe}}")).Span(12).Height(7))
 	d.add(d.timeseries("Probe cycles per minute (runs, failures)",
 		"How often each probe completed a cycle, and failed one. A probe that stops running is a stall or a dead daemon.", "none",

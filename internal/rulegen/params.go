@@ -28,9 +28,9 @@ type Params struct {
 	ReadSlow                  time.Duration
 	ReadSlowFor               time.Duration
 
-	// MinSamples is the sample floor behind a 15 m / 1 h p99 (the design
-	// asks for ~1,000; the default probe gives ~1,020 per 15 m in bursts of
-	// 50, so the window count steps by ±50).
+	// MinSamples is the sample floor behind a 15 m / 1 h p99: under the
+	// default probe's config.Probe.SamplesPer(15 m), since a window's count
+	// steps by a burst (docs/contract.md, measurement rule 1).
 	MinSamples int
 	// MinIncidentSamples is the floor behind a 5 m p99 at incident levels:
 	// a disk that slow yields few samples, and the stall alert covers none.
