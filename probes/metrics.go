@@ -8,7 +8,8 @@ import (
 
 // LatencyBuckets are the classic buckets of every probe histogram. Every
 // alert threshold (10 ms etcd guidance, 0.5 s / 1 s etcd-mixin) is an edge,
-// so histogram_quantile never interpolates across a threshold.
+// so histogram_quantile never interpolates across a threshold
+// (internal/rulegen's TestQuantileThresholdsAreBucketEdges).
 var LatencyBuckets = []float64{
 	50e-6, 100e-6, 250e-6, 500e-6,
 	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,

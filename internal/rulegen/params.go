@@ -16,7 +16,8 @@ import (
 // Params are the generator's knobs. Latency thresholds are classic-bucket
 // edges on purpose (see probes.LatencyBuckets): histogram_quantile only
 // interpolates inside a bucket, so a threshold on an edge means "more than
-// 1 % of samples are above it", never an interpolation artefact.
+// 1 % of samples are above it", never an interpolation artefact
+// (TestQuantileThresholdsAreBucketEdges).
 type Params struct {
 	// etcd guidance: WAL fdatasync p99 under 10 ms (health tier).
 	FdatasyncSlow    time.Duration
