@@ -21,26 +21,13 @@ import (
 const filePrefix = ".diskcanary-"
 
 // CheckHost checks the probe directories against the host as it is now, on
-// top of config.Validate's checks of the file alone. `serve --config.check` and
-// `serve` at startup run it, so a config that would write somewhere it must
-// not is refused before the first write. It refuses:
-//   - a relative path or one with a ".." element: the daemon's working
-//     directory is no place to write, and ".." resolved through a symlinked
-//     parent lands somewhere other than the lexical path says;
-//   - a symlink, a block device or anything else that is not a directory:
-//     probe files are created only in a plain directory, and a block
-//     device is never a write target (randread may read one via device:);
-//   - an etcd data directory, its member/ directory or anything inside that,
-//     by its path as written or as it resolves through symlinked parents
-//     (/x/lnk/wal with lnk -> /var/lib/etcd/member is etcd's WAL): probe
-//     files belong next to etcd's data, never inside it;
-//   - the root of a mounted filesystem that holds other data: a dedicated
-//     subdirectory keeps the probe files easy to find and remove, and keeps
-//     the filesystem's owner from treating them as its own.
-//
-// A directory that does not exist yet is accepted: the probe creates it
-// (but never its parents) and reports a missing mount as a probe failure.
-// A randread probe's device: must be a block device now (CheckProbeDevice).
+// top of config.Validate, at startup and for `serve --config.check`, so no
+// first write lands where it must not. It refuses a relative path or one
+// with "..", anything but a plain directory (never a block device), an
+// etcd data directory or anything inside it (also through symlinked
+// parents), and the root of a mounted filesystem holding other data. A
+// directory that does not exist yet is accepted: the probe creates it (not
+// its parents) and reports a missing mount as a failure.
 func CheckHost(c *config.Config) error {
 	for i := range c.Probes.Targets {
 		p := &c.Probes.Targets[i]

@@ -88,10 +88,9 @@ func (p *probe) file() string { return filePrefix + p.cfg.Name + "-" + fileSuffi
 func (p *probe) loop(ctx context.Context) {
 	p.done = ctx.Done()
 	// The loop keeps one OS thread for its life, as fio's job does: a
-	// goroutine that moved between threads read the VM disk's 4 KiB reads
-	// at ~1.6× fio's (p50 115-126 µs against 70-73, 2026-11-26), one kept
-	// on its thread at 64-74 (docs/benchmarks.md). It runs at normal
-	// priority, as etcd does (README, "Timed ops run at normal priority").
+	// goroutine that moves between threads reads slower than fio
+	// (go run ./bench probes-vs-fio). It runs at normal priority, as etcd
+	// does.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer p.teardown()

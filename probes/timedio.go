@@ -10,47 +10,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Timed I/O: each probe op is timed from inside the syscall wrapper, by
-// clock reads (the runtime's vDSO monotonic clock, what fio reads too)
-// taken immediately before and after the syscall.
+// Timed I/O: each op is timed by monotonic clock reads taken immediately
+// before and after the syscall, inside the wrapper, as fio times it. Around
+// unix.Pread the wait for a P after the syscall would land in the sample:
+// the scheduler, not the disk (go run ./bench scrape-load,
+// go run ./bench syscall-vs-tools).
 //
-// Why not time.Now() around unix.Pread: when a blocking syscall returns,
-// the goroutine must get a P back from the Go scheduler before it can read
-// the clock, and that wait lands in the measurement. Measured on 2 vCPUs:
-// 4 KiB O_DIRECT read p50 63 µs in fio but ~100 µs through unix.Pread
-// while any runtime timer was pending, and under 50 concurrent scrapers
-// fdatasync means rose 18× and read p99 from 0.25 ms to 8.6 ms — the
-// scheduler, not the disk. Timing inside the wrapper measures what fio
-// measures.
+// Each syscall enters and leaves syscall state as syscall.Syscall does, so a
+// hung op blocks only its thread and never a GC's stop-the-world.
 //
-// The daemon enters and leaves syscall state around each syscall exactly
-// like syscall.Syscall does, so a hung op blocks only its own thread: a
-// thread in a raw syscall keeps its P, and a garbage collection's
-// stop-the-world would wait for a hung disk and /metrics with it.
-//
-// A WAL op is made the way etcd's WAL makes it, since etcd's own
-// fdatasyncs are what the probe predicts: etcd is a Go program, its WAL
-// goroutine waits between appends with the runtime idle, then writes and
-// fdatasyncs through two ordinary syscalls. So the probe sleeps its gap
-// with time.Sleep and runs the write and the fdatasync each in syscall
-// state of its own. That path has a cost fio does not pay: entering
-// syscall state after an idle gap wakes the runtime's monitor thread
-// (sysmon), which polls every 20 µs or so while the op is in flight, and
-// those wake-ups compete for the CPUs the kernel needs to finish the op.
-// etcd pays it on every append. Measured beside a real etcd at 80 puts/s
-// on the VM disk, both timed by the same bpftrace in the same minutes
-// (2026-11-27, docs/benchmarks.md): this path read p50 ×0.94-0.97 of
-// etcd's WAL fdatasyncs, a plain Go writer ×0.91-0.96, and the previous
-// path (the gap slept by the thread's own clock_nanosleep inside one
-// syscall state, so the monitor slept through the op, as in fio)
-// ×0.81-0.88. `check`'s etcd profile takes this path too; its
-// back-to-back recipe and the reads run raw (raw=true, `check` only):
-// raw syscalls, nothing of the runtime around the op, as in fio.
-//
-// A read has no gap, and reads in a burst are timed in one pass through
-// syscall state (timedPreads), so the monitor's wake-up is paid once per
-// window, as a tight read loop in any program would.
-//
+// A WAL op is made the way etcd's WAL makes it, since etcd's fdatasyncs are
+// what it predicts: the gap slept by time.Sleep, then the write and the
+// fdatasync each in syscall state of its own, paying the runtime monitor's
+// wake-ups as etcd does (go run ./bench etcd-vs-daemon). check's
+// back-to-back recipe and the reads run raw, as in fio; reads in a burst
+// share one pass through syscall state (timedPreads).
+
 // A Go upgrade can break this. Three runtime internals are reached
 // by go:linkname: runtime.entersyscall and runtime.exitsyscall here (what
 // syscall.Syscall does around a syscall, with our clock reads inside), and

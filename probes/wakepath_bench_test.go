@@ -18,32 +18,13 @@ import (
 )
 
 // BenchmarkWakePathAB asks what in a process changes the cost of a paced
-// fdatasync (the daemon read a few per cent above fio and `check` on
-// devices where an fdatasync is a few hundred µs of CPU work, docs/
-// benchmarks.md). The same WAL op (timedWALOp, 2300 bytes, 10 ms gap) runs in one process under several
-// process conditions, interleaved block by block with the order rotating,
-// so drift of the machine or the device lands on every condition alike:
-//
-//	daemon       the daemon's path (etcd's): gap by time.Sleep, the write
-//	             and the fdatasync each in runtime syscall state
-//	raw          `check`'s back-to-back path: raw syscalls, gap by
-//	             time.Sleep
-//	+ticker      daemon, plus a goroutine woken every 100 ms (a scrape, a
-//	             ticker: the daemon has a 250 ms watchdog, a 1 s SMART tick)
-//	nanosleep    fio's thinktime: raw syscalls, the gap slept by the
-//	             thread itself in the kernel (clock_nanosleep), no Go timer
-//	             (the daemon's path from 2026-11-26 to 2026-11-27)
-//	+listener    an idle listening socket in the process (the daemon's
-//	             /metrics server): the timer that ends the gap is then
-//	             waited for in the netpoller's epoll_pwait
-//	daemon+env   daemon, with the daemon's background: the listener, a
-//	             250 ms ticker (its stall watchdog), a 1 s one (SMART)
-//	daemon+bpf   daemon, with the blocklatency collector's eBPF program
-//	             attached (root; a second diskcanary, DISKCANARY_AB_BIN,
-//	             with only that collector on: skipped without it)
-//
-// DISKCANARY_AB_DIR names the directory (the device under test);
-// DISKCANARY_AB_BLOCKS blocks (default 20) of 100 ops per condition.
+// fdatasync. The same WAL op (timedWALOp, 2300 bytes, 10 ms gap) runs under
+// each condition, interleaved block by block, the order rotating: daemon
+// (etcd's path), raw (check's), +ticker, nanosleep (fio's thinktime: the gap
+// slept in the kernel), +listener (an idle listening socket), daemon+env
+// (listener and the daemon's tickers), daemon+bpf (the blocklatency eBPF
+// program attached; needs root and DISKCANARY_AB_BIN). DISKCANARY_AB_DIR
+// names the directory, DISKCANARY_AB_BLOCKS the blocks of 100 ops (20).
 //
 //	DISKCANARY_AB_DIR=/mnt/x go test -run '^$' -bench WakePathAB -benchtime 1x ./probes/
 func BenchmarkWakePathAB(b *testing.B) {

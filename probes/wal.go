@@ -14,25 +14,14 @@ import (
 )
 
 // walProbe is the etcd WAL pattern as etcd does it in steady state:
-// block-size appends into a preallocated segment, an fdatasync after each,
-// with a gap between ops like the gaps between etcd's appends.
-//
-// Segment: etcd preallocates each 64 MB WAL segment with fallocate mode 0
-// (unwritten extents, so every fdatasync also commits the extent
-// conversion to the journal) and cuts a new one only when it is full. The
-// probe does the same and keeps its segment open across bursts, so a
-// burst's first fdatasync is not the first one into a new file: before,
-// a new file per burst made 1 sample in 50 a file-creation fdatasync and
-// lifted the daemon's p99 ~8× above fio's (issue "The daemon's p99 is
-// etcd's p99").
-//
-// Gap: an fdatasync after an idle gap costs more than one issued back to
-// back (docs/wal-gap.md); etcd's appends come with gaps, so the probe
-// sleeps `gap` between one op's end and the next op's start (fio's
-// thinktime), and makes each op the way etcd's WAL goroutine does
-// (timedio.go). Each burst starts with one untimed op, so no timed op
-// follows the idle time between bursts, which etcd at the rate the gap
-// models never has.
+// block-size appends into a segment preallocated with fallocate mode 0, cut
+// anew only when full and kept open across bursts, an fdatasync after each
+// append, and a gap between one op's end and the next one's start (fio's
+// thinktime), because an fdatasync after a gap costs more than one issued
+// back to back (go run ./bench daemon-vs-fio, go run ./bench
+// etcd-vs-daemon). Each burst starts with one untimed op, so no timed op
+// follows the idle time between bursts, which etcd at the paced rate never
+// has.
 type walProbe struct {
 	name    string
 	bs      int64

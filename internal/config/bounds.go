@@ -15,23 +15,14 @@ import (
 
 // Validation is one mechanism: every key of every section is a row in its
 // section's table (probeKeys, smartKeys, smartDeviceKeys, diskstatsKeys)
-// that names the key, where its value lives, the kind of value it is and the
-// rule its final value must obey. The same rows serve twice:
-//
-//   - Parse reads the text of every key present in the file with the key's
-//     kind before the struct is decoded, so a value the Go type cannot hold
-//     (1e30TB, .inf, a duration without a unit, -.inf as a count) is refused
-//     with its key, its line and the user's own text, never a wrapped number;
-//   - Validate applies each rule to the value after defaults and flags, so
-//     `serve` and `serve --config.check` refuse exactly the same things, and
-//     names the line whenever the value came from the file.
-//
-// Adding a bounded field is one row in its section's table, e.g.
+// naming the key, where its value lives, its kind and the rule its final
+// value obeys. Parse reads each key's text with its kind before decoding,
+// so a value the Go type cannot hold is refused with key, line and the
+// user's text; Validate applies the rules after defaults and flags, so
+// `serve` and `serve --config.check` refuse the same things. A bounded
+// field is one row, e.g.
 //
 //	field("ops", func(p *Probe) *int { return &p.Ops }, count, within(1, 10_000)),
-//
-// and a pointer field (nil = unset, so 0 can be meant) returns the pointer:
-// field("gap", func(p *Probe) *time.Duration { return p.Gap }, ...).
 
 // Bounds that are not a single key's.
 const (

@@ -6,24 +6,13 @@ import (
 	"strings"
 )
 
-// One controller, for staggering self-tests: the disks whose tests would
-// compete for one host adapter's bandwidth, so at most one of them runs a
-// scheduled self-test at a time.
-//
-//   - A disk addressed through a controller port (-d megaraid,N, cciss,N,
-//     sat+megaraid,N, ...): every disk addressed through the same device
-//     node (/dev/bus/0, /dev/sg1) is behind the same RAID controller.
-//   - Any other disk: the PCI function nearest to it in its sysfs path
-//     (/sys/class/block/sda → .../0000:00:17.0/ata1/host0/.../block/sda:
-//     the AHCI or SAS HBA; .../0000:3d:00.0/nvme/nvme0: an NVMe drive is
-//     its own controller; a USB disk groups with its xHCI host).
-//   - No PCI function (platform devices, a virtual bus): the SCSI host
-//     (hostN) it hangs off.
-//   - Nothing found (no sysfs entry, a name sysfs does not know): the disk
-//     is a controller of its own.
-//
-// The PCI function, not the slot: the two ports of a dual-port HBA are
-// two controllers.
+// One controller, for staggering self-tests: disks whose tests would compete
+// for one host adapter, so at most one of them runs a scheduled self-test at
+// a time. A disk addressed through a controller port (-d megaraid,N, ...)
+// groups by its device node (/dev/bus/0); any other disk by the PCI
+// function nearest to it in its sysfs path (the function, not the slot: a
+// dual-port HBA is two controllers; an NVMe drive is its own), else by its
+// SCSI host, else it is a controller of its own.
 
 var (
 	// pciAddress is a PCI function's sysfs name, domain:bus:device.function.

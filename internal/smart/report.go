@@ -7,7 +7,7 @@ import (
 )
 
 // Report is one device in `diskcanary smart --json` (the shape is in
-// DESIGN.md). What the device does not report is null, never 0.
+// docs/contract.md). What the device does not report is null, never 0.
 type Report struct {
 	Device             string   `json:"device"`
 	Protocol           string   `json:"protocol"`
@@ -33,7 +33,7 @@ type Report struct {
 	Standby bool `json:"-"`
 	// Source is the saved file a --from-json report was read from (the
 	// device name alone is ambiguous: every host has an sda). Table only:
-	// DESIGN.md's --json object is a closed set of keys.
+	// docs/contract.md's --json object is a closed set of keys.
 	Source string `json:"-"`
 }
 
