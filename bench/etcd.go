@@ -25,49 +25,17 @@ import (
 )
 
 // etcd-vs-daemon: does the daemon's paced WAL probe predict a real etcd's
-// WAL fdatasync distribution (DESIGN.md measurement rule 4)? For each rate
-// (puts/s) and each interleaved round (the sources' order rotating per
-// round), on the same filesystem:
-//
-//   - etcd: a real single-member etcd loaded by hey at the rate through the
-//     v3 gateway (a 2,200-byte value, so a WAL record is about fio's 2,300
-//     bytes); its WAL fdatasyncs timed by bpftrace (its pid and the .wal
-//     file's fd: the bolt db's syncs are left out), exact percentiles of
-//     the raw samples. The db's pwrites and fdatasyncs (the backend commit)
-//     are traced too: db_overlap_pct is the share of WAL fdatasyncs that
-//     overlap a commit, alone_p50/p99 the WAL percentiles without them (is
-//     etcd's tail its own backend commit? 1.4-1.6 % overlap and the same
-//     p99 on 2026-11-24: no).
-//   - daemon: diskcanary serve with one wal probe (layout append, the
-//     gap), its own native histogram over the phase.
-//   - check: diskcanary check --gap, raw samples.
-//   - fio: the etcd recipe with --thinktime of the gap.
-//
-// Where the probes run (-beside): by default (measured) beside a real
-// etcd at the rate on the same filesystem, as the daemon runs on a
-// control-plane node, that etcd's WAL timed too. The probe shares the
-// disk, the journal and the CPUs with etcd's WAL, its db commits and its
-// threads, as etcd's own fdatasyncs do. The verdict holds each probe to
-// etcd alone: on a node the daemon's default bursts (50 syncs every 44 s)
-// run about 1 % of the time, so nearly all of etcd's syncs are an etcd's
-// alone, and every one of the probe's is taken beside it. The etcd timed
-// beside a probe is printed too ("etcd beside"; "same minutes" is the
-// probe against it): what a probe running without pause, as here, costs
-// etcd. tmpfs runs the probes beside an etcd on tmpfs at the rate (the
-// CPUs as busy, no second writer on the disk); there a lone WAL read
-// 3-17 % under etcd at p50 (2026-11-27); none runs them on idle CPUs.
-//
-// The gap (pause between one op's end and the next op's start) is 1/rate
-// minus opTime, about etcd's write + fdatasync; -gap overrides it for
-// every rate. Each phase runs min(samples/rate, -max-phase) seconds, at
-// least 3. Each source's samples are pooled over the rounds, which take
-// turns, so every pool spans the same minutes (the tail here moves by the
-// minute, daemonVsFIO), and the ratios are pooled source/etcd: a round's
-// own p99 (the 20th-slowest of 2,000 at 80 puts/s) swung ×0.5-3.3 against
-// etcd's on 2026-11-26, so a median of five of them judged the draw. The
-// issue holds the daemon to ±10 % at p50 and ±15 % at p99 at the rates
-// the default gap models (50-100 WAL syncs a second, README), and so does
-// the verdict; at the other rates it is a curve, not a criterion.
+// WAL fdatasync distribution (docs/contract.md, measurement rule 4)? Per
+// rate (puts/s) and interleaved round, on one filesystem: etcd loaded by
+// hey (2,200-byte values), its WAL fdatasyncs timed by bpftrace (the db's
+// syncs left out, their overlap reported); the daemon's own histogram;
+// check --gap; fio with --thinktime. By default (-beside measured) each
+// probe runs beside an etcd at the rate, as on a control-plane node, and is
+// held to etcd alone; "etcd beside" is what the probe costs etcd. The gap
+// is 1/rate minus opTime unless -gap is given. Samples are pooled over
+// rounds that take turns, so each pool spans the same minutes. Verdict:
+// ±10 % at p50 and ±15 % at p99 at the rates the default gap models; at
+// the other rates it is a curve.
 
 const (
 	opTime     = 400 * time.Microsecond
@@ -367,10 +335,8 @@ func (h *heyRun) stop() { _ = h.cmd.Process.Signal(os.Interrupt); _ = h.cmd.Wait
 // besideEtcd is the etcd a probe runs beside on a control-plane node: an
 // etcd with its data on tmpfs, loaded at the rate while the daemon, check
 // or fio runs. It makes the CPUs as busy as in etcd's own phase without a
-// second writer on the disk. On this VM that decides the tail: check's
-// fdatasync p99 on the loop device read 9.5-13.7 ms on idle CPUs and
-// 1.0-1.4 ms beside such an etcd (2026-11-26, docs/wal-gap.md), since a
-// sync that wakes an idle vCPU waits for the host to run it.
+// second writer on the disk. On a VM that decides the tail: a sync that
+// wakes an idle vCPU waits for the host to run it (docs/findings.md).
 func (r *run) besideEtcd(on bool, rate int, put string) (stop func()) {
 	if !on {
 		return func() {}

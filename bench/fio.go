@@ -115,32 +115,16 @@ func probesVsFIO(r *run, p params) bool {
 	return ok
 }
 
-// daemonVsFIO judges the daemon's own histograms (not check), the numbers
-// every alert reads, against fio run the same way on the same directory:
-// the paced WAL probe against fio's etcd recipe with --thinktime, the 4k
-// read probe against fio's O_DIRECT random reads paced like the probe.
-// One daemon per probe kind, one after the other, as fio runs each alone:
-// with both in one daemon the reads run right after each burst's flushes
-// and read what the flushes left behind (p99 ×5-8 fio's on the VM disk),
-// which fio never sees; in production the two meet once in tens of
-// seconds. Check (the CLI's run of the same probe code) is judged against
-// the daemon the same way. Verdict: p50 within ±5 %, p99 within ±10 %.
-//
-// A round is p.Samples ops of each source taken in slices of about
-// p.Samples/roundSlices, the sources taking turns, each source's slices
-// pooled (the daemon's histogram windows added, fio's json+ bins, check's
-// --lat-log ops): this machine's tail moves by the minute (fio's own paced
-// p99 on the loop device, two runs of 10,000 back to back, 2026-11-27:
-// 3.75 ms then 1.89 ms), so sources timed minutes apart judged the minute
-// rather than the code. The verdict reads each source pooled over all
-// the rounds, as etcdVsDaemon does: the p99 of 10,000 is the 100th-slowest
-// op, and a few multi-ms events more or less moved a round's p99 ratio
-// ×0.79-1.32 for the daemon and ×0.87-1.30 for fio against itself on
-// 2026-11-27, so a median of five such ratios judged the draw; pooled,
-// the p99 rests on five times the slow ops. The rounds' own ratios are
-// printed beside it as a spread. fio also runs against itself: where two
-// runs of fio land further apart than a bound, that bound cannot be
-// judged on this machine (the verdict says so, and stays a FAIL).
+// daemonVsFIO judges the daemon's own histograms, the numbers every alert
+// reads, against fio run the same way on the same directory: the paced WAL
+// probe against fio's etcd recipe with --thinktime, the 4k read probe
+// against fio's paced O_DIRECT random reads, one daemon per probe kind (as
+// fio runs each alone), and check against the daemon. Each source's ops
+// are taken in slices, the sources taking turns, and pooled over all
+// rounds, since a machine's tail moves by the minute; the rounds' own
+// ratios print as a spread. fio also runs against itself: a bound two fio
+// runs miss cannot be judged here (the verdict says so and stays a FAIL).
+// Verdict: p50 within ±5 %, p99 within ±10 %.
 func daemonVsFIO(r *run, p params) bool {
 	r.need("fio")
 	dir, title, reads, unsafe := r.target(p)

@@ -18,44 +18,17 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-// fleetScale: how many nodes one Prometheus holds with diskcanary's
-// shipped rules, measured, not assumed (issue 17).
-//
-// Once, the templates: a real `diskcanary serve` built from this tree (the
-// default wal + randread probes on a temp dir, diskstats, the eBPF block
-// request histograms when permitted, SMART through the project's fake
-// smartctl answering with a real NVMe `smartctl --json`) is scraped once:
-// its /metrics gives the families, label sets and bucket edges. A real
-// 3-member etcd cluster (when installed) is scraped once too: the etcd
-// families the rules read (the etcd verdict joins them per node).
-//
-// Then for each of -nodes, one after the other, each with a fresh
-// Prometheus:
-//
-//   - bench/fleetsim serves N nodes, each on its own loopback address like
-//     a node's own exporter, values moving between scrapes (fleetsim's own
-//     doc says how), clusters of -nodes-per-cluster, -slow of them 8×
-//     slower on the probes' path so the drift rules have outliers to find;
-//   - Debian's prometheus scrapes them through file_sd: scrape interval
-//     30 s, timeout 10 s (the shipped PodMonitor's), evaluation interval
-//     30 s, the rule file alerts/diskcanary-rules.yml as it is in the tree
-//     now; its own metrics and fleetsim's every 15 s;
-//   - after -duration, `fleetsim report` reads Prometheus' self-metrics
-//     (rule group evaluation times over the last -steady, missed
-//     iterations, head series, RSS, CPU, scrape durations, the slowest
-//     rules, the alerts).
-//
-// At the end `fleetsim table` prints the tables (markdown, for
-// docs/benchmarks.md) and where one Prometheus runs out.
-//
-// -duration 70m fills every 1h window and leaves -steady 10m of
-// full-window evaluations; a shorter run says how full its 1h windows
-// were. Not simulated: week-old data (the `offset 1w` halves of the
-// self-drift rules read nothing) and the 2-hourly head compaction. Time:
-// -duration + 1-2 min per N + ~1 min for the templates. Memory:
-// Prometheus held 263 MiB at N=100, 2.3 GiB at 1,000 and 13.0 GiB at
-// 5,000 (2026-11-24/25): an N whose 300 MiB + 3 MiB × N exceeds
-// MemAvailable is refused.
+// fleetScale: how many nodes one Prometheus holds with the shipped rules,
+// measured. Once, a real `diskcanary serve` from this tree (and a 3-member
+// etcd, when installed) is scraped for templates: families, label sets,
+// bucket edges. Then per -nodes, each with a fresh Prometheus: fleetsim
+// serves N nodes on loopback addresses (-slow of them slower, so the drift
+// rules have outliers), Debian's prometheus scrapes them as the shipped
+// PodMonitor does with alerts/diskcanary-rules.yml, and after -duration
+// `fleetsim report` reads Prometheus' self-metrics over the last -steady.
+// -duration 70m fills every 1h window; week-old data and head compaction
+// are not simulated. An N whose 300 MiB + 3 MiB × N (Prometheus' memory,
+// from this scenario's runs) exceeds MemAvailable is refused.
 func fleetScale(r *run, p params) bool {
 	r.need("prometheus", "promtool")
 	if p.Steady >= p.Duration {

@@ -207,9 +207,8 @@ func main() {
 	var results []result
 	failed := false
 	// An interrupt (^C, kill) takes down what the running scenario set up
-	// before exiting: killed without its cleanups, a FUSE scenario left its
-	// mount with requests waiting, and umount hung until the connection
-	// was aborted by hand (2026-11-26).
+	// before exiting: killed without its cleanups, a FUSE scenario leaves
+	// its mount with requests waiting and umount hangs.
 	var current atomic.Pointer[run]
 	var interrupted atomic.Bool
 	interrupt := make(chan os.Signal, 1)

@@ -13,22 +13,14 @@ import (
 )
 
 // probeOverhead: diskcanary's per-op cost against fio's where the disk
-// costs nothing (tmpfs: fdatasync is a no-op), so what is left is the tool
-// itself. Interleaved rounds (the order reversed every other round) of
-//
-//   - fio's etcd recipe back to back, Samples ops;
-//   - the daemon's WAL loop (probes.BenchmarkWALOp: pwrite + fdatasync,
-//     both timed, histograms observed, in-flight clock kept, syscall
-//     state, GOMAXPROCS 1 as serve runs), Samples ops;
-//   - check's (probes.BenchmarkWALOpCheck: the same with raw syscalls).
-//
-// Overhead is wall time per op minus the time the tool itself timed in the
-// write and the fdatasync (fio: its write and sync latency means;
-// diskcanary: what its histograms received): what the tool spends per op
-// outside the measured syscalls. Verdict: each diskcanary loop's median
-// overhead at most fio's. Wall time per op is printed but cannot judge: on
-// a VM it is the kernel's tmpfs work, which swings ±30 % between rounds
-// (first touch of guest memory), for every tool alike.
+// costs nothing (tmpfs), so what is left is the tool. Interleaved rounds of
+// fio's etcd recipe back to back, the daemon's WAL loop
+// (probes.BenchmarkWALOp, GOMAXPROCS 1 as serve runs) and check's
+// (probes.BenchmarkWALOpCheck, raw syscalls), Samples ops each. Overhead
+// is wall time per op minus what the tool timed in the write and the
+// fdatasync. Verdict: each diskcanary loop's median overhead at most fio's.
+// Wall time per op is printed but cannot judge: on a VM tmpfs work swings
+// between rounds for every tool alike.
 func probeOverhead(r *run, p params) bool {
 	r.need("fio")
 	dir, err := os.MkdirTemp("/dev/shm", "dc-overhead-")
@@ -48,9 +40,7 @@ func probeOverhead(r *run, p params) bool {
 	}
 	fio, daemon, check := &loop{name: "fio"}, &loop{name: "diskcanary daemon"}, &loop{name: "diskcanary check"}
 	// procs is GOMAXPROCS as each runs it: the daemon at its
-	// --runtime.gomaxprocs default, 1 (with its P in syscall state and no
-	// idle P, the runtime's monitor takes the P back during an op now and
-	// then: ~378 ns against ~364 at 2, 2026-11-26); check with a spare P
+	// --runtime.gomaxprocs default, 1; check with a spare P
 	// (probes/check.go), 2.
 	goBench := func(l *loop, bench string, procs int) {
 		cmd := exec.Command(test, "-test.run=^$", "-test.bench=^"+bench+"$", "-test.benchtime="+strconv.Itoa(p.Samples)+"x",

@@ -16,46 +16,18 @@ import (
 	"github.com/diskcanary/diskcanary/bench/stats"
 )
 
-// scrapeLoad: -scrapers concurrent scrapers hammer /metrics while the
-// probes run. Do scrapes disturb the measurements?
-//
-//  1. Continuous: the scrapers for -duration while the probes run on -dir:
-//     errors and /metrics latency (hey).
-//  2. Interleaved: -duration / -interval cycles, each of the probes'
-//     windows {idle, scrape, busy} and of fio's (3), the two in turn and
-//     the order flipped every other cycle. busy is the control: one
-//     SCHED_IDLE busy loop per CPU, which keeps every CPU out of its idle
-//     state but yields to anything else. On a VM that alone changes I/O
-//     latency (an idle vCPU is woken by the host to take the completion
-//     interrupt; a busy one takes it at once), for any tool: the
-//     machine's truth, not the probe's error. The probes' native
-//     histograms are read at every switch (a daemon started afresh each
-//     cycle); each window, and each kind of window pooled, gives a p50
-//     and a p99 (read.Histogram.Quantile, as the alerts read them).
-//  3. The reference, fio, under the same scrapers: windows idle and
-//     scrape in each cycle, fio's etcd recipe and 4 KiB O_DIRECT random
-//     reads (on the read probe's working set) on -dir in place of the
-//     probes, while the scrapers hit a daemon whose probes run on tmpfs
-//     (same series, same scrape cost, no disk I/O). fio runs as the
-//     probes do, each job for about a window: the writes -gap apart (the
-//     WAL probe's bursts follow each other, so its ops are -gap apart
-//     too), the reads in bursts of 200 a second. Back to back, as until
-//     2026-11-26, fio kept a CPU busy: the same 50 scrapers got 224
-//     scrapes/s against 473 beside the probes, and an always-runnable
-//     reader waits for a CPU differently from one that sleeps between
-//     bursts (bpftrace: the probe's reads waited ≥ 512 µs on the run
-//     queue in 0.8 % of reads, fio's in 0.4 %).
-//
-// Verdict: no scrape errors, and the scrapers slow the probes no more than
-// they slow fio: the probes' scrapers/idle ratio at most fio's ×1.10 at
-// p50 and ×1.25 at p99. The probes' windows of a kind are pooled (the
-// disk's own bursts of slowness, which hit single windows at random, weigh
-// by their samples, not by the window). The probes run at normal priority,
-// as etcd does, so a node whose CPUs the scrapers saturate slows them as it
-// slows etcd and fio: that is the truth they report. What must not happen
-// is a slowdown of their own, such as a scrape holding something the
-// timed op needs. One-sided: a probe that gets faster under load is the
-// busy-CPU effect the control windows show without any scrape.
+// scrapeLoad: do -scrapers concurrent scrapers of /metrics disturb the
+// probes' measurements? (1) Continuous load for -duration: errors and
+// /metrics latency (hey). (2) Interleaved cycles of the probes' windows
+// {idle, scrape, busy}, busy being one SCHED_IDLE loop per CPU: the
+// control, since on a VM a busy vCPU alone changes I/O latency for any
+// tool. (3) The reference: fio paced as the probes are (writes -gap apart,
+// reads in bursts), idle and scrape windows, the scrapers on a daemon
+// whose probes run on tmpfs. Verdict: no scrape errors, and the probes'
+// scrape/idle ratio at most fio's ×1.10 at p50 and ×1.25 at p99 (windows
+// of a kind pooled). One-sided: the probes run at normal priority, as
+// etcd does, so saturated CPUs slow them as they slow etcd; only a
+// slowdown of their own fails.
 func scrapeLoad(r *run, p params) bool {
 	r.need("hey", "fio", "chrt")
 	step := p.Interval
@@ -126,11 +98,9 @@ smart:
 	d.stop()
 
 	// 2 and 3 alternate cycle by cycle, the order flipped every other
-	// cycle, so that a disk whose speed drifts weighs on both alike: run
-	// one after the other, the VM disk slowed during fio's half (fio's idle
-	// read p50 went from 159 to 432 µs, 2026-11-26) and decided the
-	// verdict. Each cycle starts its daemon afresh, so its windows are the
-	// differences between its own histograms.
+	// cycle, so that a disk whose speed drifts weighs on both alike. Each
+	// cycle starts its daemon afresh, so its windows are the differences
+	// between its own histograms.
 	var windows [][]*read.Histogram // the probes': i S B per cycle, per probe
 	probesCycle := func(c int) {
 		d := start(p.Dir)

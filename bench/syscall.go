@@ -15,21 +15,12 @@ import (
 
 // syscallVsTools: does each tool's own number equal the time the kernel
 // spent in the syscall? bpftrace times every fdatasync (and pread64) from
-// sys_enter to sys_exit (the kernel's view: no user-space clock, no
-// scheduler wait after the syscall) while, in turn on the same directory,
-//
-//   - daemon: diskcanary serve with one paced wal probe, its native
-//     histogram over a window of Samples ops (what the alerts read);
-//   - check: diskcanary check --profile etcd --gap (raw samples);
-//   - fio: the etcd recipe with --thinktime of the gap;
-//   - with -reads, the daemon's 4k read probe and fio's random reads of
-//     its working set, paced alike,
-//
-// and prints each tool's p50/p99 beside the kernel's for the same ops
-// (nearest rank of the traced durations, probes.Percentile). A tool whose
-// number is above the kernel's measures itself; the kernel's numbers of
-// different tools differing is the filesystem, not the tools. It prints,
-// it does not judge.
+// sys_enter to sys_exit while, in turn on one directory, the daemon (a
+// paced wal probe, its native histogram), check --gap, fio's etcd recipe
+// with --thinktime and, with -reads, the 4k read probe and fio's reads run.
+// Each tool's p50/p99 prints beside the kernel's for the same ops: a tool
+// above the kernel measures itself; kernels differing between tools is the
+// filesystem. It prints, it does not judge.
 func syscallVsTools(r *run, p params) bool {
 	r.need("fio", "bpftrace")
 	r.needRoot("bpftrace")

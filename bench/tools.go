@@ -261,12 +261,10 @@ func spread(ratios []float64) string {
 // daemon. It returns the stop; nothing runs when off, or when the program
 // cannot load here (then the daemon runs without it too).
 //
-// Why: on a device where an fdatasync is CPU work the program costs more
-// than its own ~1 µs a request (ext4 on a tmpfs-backed loop device,
-// 2026-11-25: paced fdatasync p50 ×1.15 for check with it attached, ×1.11
-// for the daemon with the collector on against off). Without it the
-// daemon, which always has it, was compared with references that did not
-// (check read ×0.87 of it).
+// Why: where an fdatasync is CPU work (ext4 on a tmpfs-backed loop device)
+// the program costs more than its own ~1 µs a request, so a reference
+// without it is not compared like with like (go run ./bench
+// blocklatency-cost).
 func (r *run) nodeBPF(on bool) (stop func()) {
 	if !on {
 		return func() {}

@@ -28,7 +28,7 @@ import (
 // repoRoot is where go test runs this package from, one level down.
 const repoRoot = ".."
 
-// The image contract, from DESIGN.md and the Kubernetes manifests.
+// The image contract, from docs/contract.md and the Kubernetes manifests.
 const (
 	imageBinary = "/usr/bin/diskcanary"
 	metricsPort = "9742"

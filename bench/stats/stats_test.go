@@ -52,8 +52,7 @@ func TestBounds(t *testing.T) {
 }
 
 // A miss is only said to be below the noise when the reference's A/A
-// ratio misses the bound too (daemon-vs-fio on the VM disk, 2026-11-27:
-// the daemon's p99 ×1.115 against fio, fio against itself ×1.212).
+// ratio misses the bound too (go run ./bench daemon-vs-fio).
 func TestVerdictBesideAA(t *testing.T) {
 	b := Within(0.10)
 	require.Equal(t, "OUT OF RANGE (±10 %); so is the A/A run beside it: the bound is below this machine's noise", b.VerdictBesideAA(1.115, 1.212))

@@ -74,10 +74,9 @@ func TestAdversarialSmartctlFloodBoundsMemory(t *testing.T) {
 	}, 60*time.Second, 50*time.Millisecond, "a log line for the failed read of sdz")
 	hwm := procStatusKB(t, daemon.Cmd.Process.Pid, "VmHWM")
 	t.Logf("daemon peak RSS after the flood: %d kB", hwm)
-	// The race detector's shadow memory multiplies the heap (41 MB peak
-	// without it, 103 MB with it, on 2026-11-24): under -race the bound is
-	// the Kubernetes manifest's limit, still far below the 1.06 GB a
-	// buffered flood took.
+	// The race detector's shadow memory multiplies the heap: under -race the
+	// bound is the Kubernetes manifest's limit, still far below what a
+	// buffered flood takes.
 	bound := 100 * 1024
 	if testenv.Race {
 		bound = 256 * 1024

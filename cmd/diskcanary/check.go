@@ -55,7 +55,7 @@ const (
 	verdictNotKnown = "could not measure"
 )
 
-// minP99Samples is DESIGN.md rule 1: a p99 needs 1,000 samples behind it;
+// minP99Samples is docs/contract.md, measurement rule 1: a p99 needs 1,000 samples behind it;
 // with fewer than 100 it is the maximum.
 const minP99Samples = 1000
 
@@ -143,7 +143,7 @@ Exit status:
 	return cmd
 }
 
-// checkJSON is the --json result: DESIGN.md's keys, then what a script
+// checkJSON is the --json result: docs/contract.md's keys, then what a script
 // needs to trust it. Every profile has every key (null where it does not
 // apply), so one parser reads them all.
 type checkJSON struct {

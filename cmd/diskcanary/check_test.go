@@ -53,7 +53,7 @@ func TestCheckJSONContract(t *testing.T) {
 	require.ElementsMatch(t, []string{"profile", "path", "device", "filesystem", "samples", "gap_seconds", "latency_seconds", "threshold_seconds", "pass",
 		"version", "start_time", "planned_samples", "partial", "write_latency_seconds", "verdict", "trusted", "warnings",
 		"jobs", "job_p99_seconds"}, keys,
-		"DESIGN.md's keys, then the ones a script needs (reason is omitted when empty)")
+		"docs/contract.md's keys, then the ones a script needs (reason is omitted when empty)")
 	require.Equal(t, "etcd", got["profile"])
 	require.Equal(t, 0.01, got["gap_seconds"], "paced like etcd by default")
 	require.EqualValues(t, 1, got["jobs"])
@@ -115,7 +115,7 @@ func TestCheckAllProfilesIsAnArray(t *testing.T) {
 	}
 }
 
-// A judged percentile needs 1,000 samples behind it (DESIGN.md rule 1):
+// A judged percentile needs 1,000 samples behind it (docs/contract.md, measurement rule 1):
 // fewer is a warning in the table and the JSON; 1,000 is none.
 func TestCheckWarnsOfTooFewSamples(t *testing.T) {
 	dir := t.TempDir()

@@ -15,7 +15,7 @@ import (
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
 )
 
-// smartJSONKeys is the `smart --json` object, exactly as DESIGN.md lists it.
+// smartJSONKeys is the `smart --json` object, exactly as docs/contract.md lists it.
 var smartJSONKeys = []string{"device", "protocol", "model", "serial", "firmware", "healthy", "temperature_celsius",
 	"power_on_seconds", "power_cycles", "wear_used_ratio", "media_errors", "reallocated_sectors", "pending_sectors",
 	"available_spare_ratio", "critical_warning", "smartctl_exit_status", "exit_status_bits", "errors"}

@@ -22,27 +22,17 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-// TestEtcdVerdictEndToEnd: a real three-member etcd cluster (Debian's
-// etcd-server), each member in its own network namespace behind a veth
-// pair, its data directory on its own loop device, a `diskcanary serve`
-// beside each with a WAL probe on the member's filesystem, and a real
-// Prometheus scraping all six with the generated rules (windows and for:
-// shortened). Puts at 40/s keep the WALs busy. Through the Prometheus API:
-//   - no fault: every member's verdict is healthy, DiskcanaryEtcdDegraded
-//     silent; a second canary of member 0 on another disk fires
-//     DiskcanaryEtcdCanaryMisplaced, the beside-etcd canaries do not;
-//   - slow disk: the blkio throttle on one follower's loop device (etcd
-//     and its diskcanary in the throttled group) → that member "disk", no
-//     other member "disk";
-//   - network: 80 ms each way on one member's peer traffic (a delaying TCP
-//     proxy of the test's own in front of its peer URL; this kernel has no
-//     sch_netem) → the members whose round trip to it crosses the proxy
-//     "network", none "disk".
-//
-// The "cpu" and "contention" causes are covered by the promtool cases
-// only: a CPU-starved etcd needs a CPU hog that also slows every other
-// process of this 2-vCPU machine (Prometheus and the canaries included),
-// and contention a disk busy enough to saturate while etcd still answers.
+// TestEtcdVerdictEndToEnd: a real three-member etcd cluster, each member in
+// its own network namespace on its own loop device, a `diskcanary serve`
+// beside each, and a real Prometheus with the generated rules (windows
+// shortened), puts at 40/s. No fault: every verdict healthy, a canary of
+// member 0 on another disk fires DiskcanaryEtcdCanaryMisplaced. Slow disk
+// (blkio throttle on one follower): that member "disk", no other. Network
+// (80 ms each way through a delaying TCP proxy; no sch_netem here): the
+// members whose round trip crosses it "network", none "disk". "cpu" and
+// "contention" are covered by the promtool cases only: on 2 vCPUs a CPU
+// hog slows every process, and contention needs a saturated disk under a
+// still-answering etcd.
 func TestEtcdVerdictEndToEnd(t *testing.T) {
 	testenv.E2E(t)
 	testenv.RequireRoot(t)
@@ -192,10 +182,10 @@ scrape_configs:
 
 	// 1. No fault.
 	waitFor("healthy cluster", 90*time.Second, allHealthy)
-	// Past the alerts' for:, nothing fires. A start can bring real trouble
-	// for a while (on a loaded CI machine etcd logged applies of 0.4-1.1 s,
-	// 2026-11-27, and the verdict rightly said "etcd"), so the cluster gets
-	// 90 s to settle; a rule that fires on a healthy cluster never does.
+	// Past the alerts' for:, nothing fires. A start on a loaded machine can
+	// bring real trouble for a while (slow applies, rightly "etcd"), so the
+	// cluster gets 90 s to settle; a rule that fires on a healthy cluster
+	// never does.
 	for settle := time.Now().Add(90 * time.Second); ; {
 		time.Sleep(8 * time.Second)
 		v, f := verdicts(), firing("DiskcanaryEtcdDegraded")
