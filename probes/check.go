@@ -295,9 +295,8 @@ func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	// enforces the timeout, even in a one-CPU container. The paced etcd
 	// profile's ops hold no P, and it runs at the daemon's default
 	// GOMAXPROCS (1): the op's cost depends on it (with one P the runtime
-	// hands it away on every op; the daemon alone read p50 ×1.2 at 1
-	// against 2 on the VM disk, docs/benchmarks.md), and check must read
-	// what the daemon reads.
+	// hands it away on every op), and check must read what the daemon
+	// reads (go run ./bench daemon-vs-fio, its check column).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	switch {
 	case o.paced():

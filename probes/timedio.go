@@ -79,7 +79,7 @@ func (f *inflight) end() { f.start.Store(0) }
 // state longer than the runtime monitor's ~20 µs tick makes the monitor
 // hand the P to another thread it wakes, and reads back to back re-enter
 // syscall state each time, so every read paid those wake-ups on the CPUs
-// that serve it (the WAL op's gap, docs/wal-gap.md). In one pass the P is
+// that serve it (docs/findings.md). In one pass the P is
 // handed off once, during the window's first read. Each read is marked in
 // flight from the clock reading that starts its measurement. It stops at
 // the first failed or short read, or when stop is set, and returns how many

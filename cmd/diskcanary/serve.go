@@ -103,12 +103,10 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 // defaultMaxProcs is --runtime.gomaxprocs's default: 1, as node_exporter's
 // is, unless the GOMAXPROCS environment variable (which the runtime has
 // already applied) says otherwise. A node agent needs no more than a CPU,
-// and its own work must not compete with its probes: under 50 concurrent
-// scrapers on 2 vCPUs, the read probe's p99 rose ×3.3-3.8 with the
-// scrapes on both CPUs (fio's beside them ×1.1-1.3) and ×1.2-1.5 with
-// them on one (fio's ×0.9-1.7; go run ./bench scrape-load,
-// docs/benchmarks.md). The timed ops are in syscall state, so they never
-// wait for the one P; only the untimed work between them does.
+// and its own work must not compete with its probes: scrapes on every CPU
+// slow the probes more than fio (go run ./bench scrape-load). The timed
+// ops are in syscall state, so they never wait for the one P; only the
+// untimed work between them does.
 func defaultMaxProcs() int {
 	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil {
 		return n

@@ -86,7 +86,7 @@ type Params struct {
 	// when the device's own latency for the matching requests is at least
 	// this share of the probe's p99, else on the stack above the device.
 	// An fdatasync is two or three device round trips in series
-	// (docs/wal-gap.md), so a slow device makes each one a third or more
+	// (docs/findings.md), so a slow device makes each one a third or more
 	// of it; a throttle or a filesystem above the device leaves its
 	// requests at their usual microseconds.
 	AttributionDeviceShare float64
