@@ -170,11 +170,9 @@ type CheckResult struct {
 }
 
 // sampleRecorder keeps check's samples in slices sized for the whole run,
-// so recording never allocates. It also judges each sample as it comes:
-// once more samples are over the threshold than the p99 allows of the
-// planned total, no later sample can bring the p99 back under it, and
-// waiting for them would keep a slow disk (60 ms per fdatasync) busy for
-// ten minutes to say what is certain after six seconds.
+// so recording never allocates, and judges each as it comes: once more are
+// over the threshold than the p99 allows of the planned total, the verdict
+// is certain and the run stops.
 type sampleRecorder struct {
 	// Sized once and never resliced: Check reads them while the runner
 	// may still be writing, so only the elements below taken are shared.
@@ -277,26 +275,18 @@ var (
 // or ErrTimeout, its probe files removed; an op stuck in the kernel longer
 // than the stall threshold is not waited for (the error says so, and which
 // file it holds). With several jobs, the result is the worst job's (the
-// highest p99), and a job certain to fail stops them all.
-//
-// The timeout and the progress ticks are timerfds read by blocked
-// goroutines, not Go timers: any pending Go runtime timer adds tens of
-// microseconds to every blocking syscall on a 2-CPU machine (measured: 4 KiB
-// O_DIRECT read p50 63 µs → ~100 µs), which would make check disagree with
-// fio.
+// highest p99), and a job certain to fail stops them all. The timeout and
+// progress ticks are timerfds, not Go timers: a pending runtime timer adds
+// tens of µs to every blocking syscall (go run ./bench probes-vs-fio).
 func Check(ctx context.Context, o CheckOptions) (*CheckResult, error) {
 	if o.StallThreshold <= 0 {
 		o.StallThreshold = config.DefaultStallThreshold
 	}
-	// No garbage collection during the measurement: the timed loops do
-	// not allocate, and a stop-the-world must never wait on a raw syscall
-	// (timedio.go; the back-to-back recipe and the reads). A raw syscall
-	// also holds its P, so keep one more P than jobs for the goroutine that
-	// enforces the timeout, even in a one-CPU container. The paced etcd
-	// profile's ops hold no P, and it runs at the daemon's default
-	// GOMAXPROCS (1): the op's cost depends on it (with one P the runtime
-	// hands it away on every op), and check must read what the daemon
-	// reads (go run ./bench daemon-vs-fio, its check column).
+	// No GC while measuring: a stop-the-world must never wait on a raw
+	// syscall, which also holds its P, so keep one more P than jobs for
+	// the timeout's goroutine. The paced profile's ops hold no P and run
+	// at the daemon's GOMAXPROCS (1), on which the op's cost depends
+	// (go run ./bench daemon-vs-fio, its check column).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	switch {
 	case o.paced():

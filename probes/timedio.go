@@ -73,19 +73,11 @@ func (f *inflight) mark(now int64) { f.start.Store(now | 1) } // |1 keeps it non
 //go:nosplit
 func (f *inflight) end() { f.start.Store(0) }
 
-// timedPreads is a window of reads, timed: a pread of len(b) bytes at each
-// of offs, its duration into durs at the same index, all in one pass
-// through syscall state. One pass, not one per read: a read in syscall
-// state longer than the runtime monitor's ~20 µs tick makes the monitor
-// hand the P to another thread it wakes, and reads back to back re-enter
-// syscall state each time, so every read paid those wake-ups on the CPUs
-// that serve it (docs/findings.md). In one pass the P is
-// handed off once, during the window's first read. Each read is marked in
-// flight from the clock reading that starts its measurement. It stops at
-// the first failed or short read, or when stop is set, and returns how many
-// reads completed and whether a failed (errno) or short read ended it.
-// Buffers passed as uintptr are the probes' mmap'd aligned buffers, outside
-// the Go heap, so nothing needs keeping alive.
+// timedPreads times a pread of len(b) bytes at each of offs into durs, all
+// in one pass through syscall state, so the runtime monitor's handoff of
+// the P (and its wake-ups on the CPUs serving the reads) happens once per
+// window, not once per read. It stops at the first failed or short read or
+// when stop is set. b is an mmap'd buffer outside the Go heap.
 //
 //go:nosplit
 func timedPreads(fl *inflight, raw bool, stop *atomic.Bool, fd int, b []byte, offs, durs []int64) (done int, short bool, errno unix.Errno) {
