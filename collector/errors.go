@@ -21,17 +21,11 @@ import (
 	"github.com/diskcanary/diskcanary/internal/kmsg"
 )
 
-// The kernel's view of storage errors, from three places:
-//   - /dev/kmsg, classified (internal/kmsg): per disk and kind, per
-//     filesystem and kind, hung tasks; read by a goroutine as records
-//     arrive, so a scrape only copies counts;
-//   - exact counters the kernel keeps in sysfs, read on scrape: SCSI's
-//     per-device ioerr_cnt / iotmo_cnt / iodone_cnt, ext4's errors_count
-//     and first and last error times, btrfs's per-device error stats (XFS and NVMe keep
-//     none there: theirs come only from the log, and NVMe's error log
-//     through SMART);
-//   - the mount table: a filesystem the kernel turned read-only under a
-//     read-write mount, a state that clears when it is remounted.
+// The kernel's view of storage errors: /dev/kmsg classified by
+// internal/kmsg as records arrive (a scrape only copies counts); the exact
+// counters sysfs keeps, read on scrape (SCSI's ioerr_cnt/iotmo_cnt, ext4's
+// errors_count, btrfs's device stats; XFS and NVMe keep none there); and
+// the mount table, for a filesystem the kernel turned read-only.
 
 var (
 	diskErrorsDesc = prometheus.NewDesc(namespace+"_disk_errors_total",
@@ -370,13 +364,10 @@ func btrfsSingleDevice(base string) (name, devinfo string, ok bool) {
 }
 
 // updateReadonly exports, per block device with a mounted filesystem,
-// whether the kernel made that filesystem read-only under a read-write
-// mount. Read-only is a superblock's state, so there is one series per
-// device, named by its shortest mountpoint: a node's many bind mounts of
-// one filesystem (kubelet's volume subpaths) add no series. The mount
-// table is this process's (--path.procfs/self/mountinfo, as the probes
-// resolve their directories): in a container, the filesystems mounted
-// into it, the probe directories' among them.
+// whether the kernel made it read-only under a read-write mount: one series
+// per device (a superblock's state), named by its shortest mountpoint, so
+// bind mounts add none. The mount table is this process's, as the probes
+// see their directories.
 func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
 	mounts, err := blockdev.Mounts(p.paths.Proc())
 	if err != nil {

@@ -7,13 +7,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// DefaultDeviceExclude is the device filter used when neither device_include
-// nor device_exclude is set. Like node_exporter's default it drops RAM disks
-// (ram, zram), floppies and the partitions of sd/hd/vd/xvd, NVMe and MMC
-// disks (their I/O is already counted on the whole disk, and iostat -dx also
-// shows whole disks only). Unlike node_exporter it keeps loop devices: they
-// carry real I/O for snaps, images and test filesystems, and a probe on a
-// loop-device filesystem must find its device's diskstats.
+// DefaultDeviceExclude is the device filter when none is set: like
+// node_exporter's it drops RAM disks, floppies and partitions (counted on
+// their whole disk, as iostat -dx shows), but it keeps loop devices, whose
+// filesystems a probe may be on.
 const DefaultDeviceExclude = `^(z?ram\d+|fd\d+|(h|s|v|xv)d[a-z]+\d+|nvme\d+n\d+p\d+|mmcblk\d+p\d+)$`
 
 // Diskstats is the diskstats collector section.

@@ -36,21 +36,13 @@ type Smart struct {
 	SelfTests SelfTests `yaml:"self_tests"`
 }
 
-// SelfTests schedules short and long SMART self-tests. diskcanary only
-// starts a test (smartctl --test); the drive runs it, and its result is read
-// back from the self-test log every SMART read already fetches.
-//
-// The schedule is an interval per test kind plus one daily window, not
-// smartd's -s regular expression over T/MM/DD/d/HH: "a short test every
-// 24h, a long one every 168h, started between 02:00 and 08:00" is what an
-// SRE wants to write and read back, and it needs no calendar arithmetic to
-// check. A kind is due on a disk when no test of that kind (a long test
-// counts as a short one too) started in the current window, and its last
-// start, as diskcanary saw it or as the drive's self-test log dates it, is
-// at least interval − window ago; the slack lets a test that the stagger
-// pushed late into one window start early in the next instead of slipping
-// a whole day. Reading the drive's log means a restart of diskcanary (or a
-// test smartd ran) does not start the cycle over.
+// SelfTests schedules short and long SMART self-tests: diskcanary starts
+// them (smartctl --test), the drive runs them, and the self-test log every
+// SMART read fetches gives the result. The schedule is an interval per kind
+// plus one daily window, easier to write and read back than smartd's -s
+// regex. A kind is due when none of it (a long counts as a short) started in
+// this window and its last start, seen or dated by the drive's log, is at
+// least interval − window ago, so a restart does not start the cycle over.
 type SelfTests struct {
 	Enabled bool `yaml:"enabled"`
 	// Short and Long are how often each disk gets that test; 0 turns the

@@ -233,15 +233,11 @@ func Compute(prev, curr Counters, itvCS uint64) Ext {
 }
 
 // Interval is the time between two snapshots in hundredths of a second:
-// sysstat's get_interval, the /proc/uptime difference, whenever uptime
-// moved forward. When it did not (0, or backwards: a VM or container
-// restored from a checkpoint, a time namespace, two reads in the same
-// hundredth), sysstat divides by 1/100 s (a 2 s interval reads 200x too
-// high) or by an unsigned wrap-around (every rate reads 0). The elapsed
-// time on our own monotonic clock
-// between the two reads is the same quantity to within scheduling jitter,
-// so the rates stay right. Only when that is missing too (the since-boot
-// snapshot has none) or under 5 ms is the interval sysstat's guard of 1.
+// the /proc/uptime difference as sysstat's get_interval takes it, while
+// uptime moved forward. When it did not (a restored VM, a time namespace,
+// two reads in one hundredth) sysstat's rates read 200× high or 0; the
+// elapsed monotonic time between the reads is used instead, and only
+// without it (or under 5 ms) sysstat's guard of 1.
 func Interval(prev, curr Snapshot) uint64 {
 	if curr.UptimeCS > prev.UptimeCS {
 		return curr.UptimeCS - prev.UptimeCS
