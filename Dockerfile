@@ -9,7 +9,7 @@
 #
 # The image runs as uid 65532 (no root): probes and diskstats need nothing
 # more. SMART needs root with CAP_SYS_RAWIO and CAP_SYS_ADMIN and the host's
-# block devices; see README "Install" and deploy/kubernetes/smart.
+# block devices; see docs/deploy.md and deploy/kubernetes/smart.
 
 # GO_VERSION is the Go toolchain: at least go.mod's go directive (a test checks).
 ARG GO_VERSION=1.26.8

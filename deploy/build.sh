@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds a static diskcanary binary with its version information stamped in,
 # so `diskcanary version` and diskcanary_build_info say what is running.
-# The Dockerfile, the README's binary install and deploy/docker_test.go all
+# The Dockerfile, the binary install (docs/deploy.md) and deploy/docker_test.go all
 # build through this script: one set of ldflags.
 #
 #   deploy/build.sh [OUTPUT]            default OUTPUT: ./diskcanary
