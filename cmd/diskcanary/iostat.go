@@ -58,7 +58,7 @@ CAP_PERFMON, and a kernel with BTF.`,
   diskcanary iostat --json 1 3 | jq '.disk[] | {disk_device, util}'
   diskcanary iostat --latency -y nvme0n1 5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.run(cmd.Context(), cmd.OutOrStdout(), args)
+			return f.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
 		},
 	}
 	fl := cmd.Flags()
@@ -105,7 +105,7 @@ func parseIostatArgs(args []string) (devices []string, interval time.Duration, c
 	return devices, interval, count, nil
 }
 
-func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) error {
+func (f *iostatFlags) run(ctx context.Context, out, errOut io.Writer, args []string) error {
 	devices, interval, count, err := parseIostatArgs(args)
 	if err != nil {
 		return err
@@ -170,6 +170,11 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 				err = r.WriteJSON(out)
 			} else {
 				err = r.WriteTable(out)
+				// The table stays iostat's for awk; a device without a
+				// row says why on stderr (the JSON carries it in "skipped").
+				for _, s := range r.Skipped {
+					fmt.Fprintf(errOut, "diskcanary iostat: %s: no row this interval: %s\n", s.Device, s.Reason)
+				}
 			}
 			if err != nil {
 				return err
