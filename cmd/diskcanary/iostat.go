@@ -47,6 +47,12 @@ devices (partitions too) are always shown. INTERVAL is in seconds; without
 COUNT reports repeat until interrupted. Discard and flush columns appear
 when the kernel has them (Linux 4.18 and 5.5).
 
+No row shows what a disk cannot do (%util over 100, kB/s without requests,
+more queue than the requests could hold). A device first seen, re-created,
+or whose counters no device could produce over the interval has no row for
+that interval, and the reason is printed on stderr (under "skipped" with
+--json); 32-bit counter wraps are undone where the result fits the interval.
+
 --latency adds, after each interval's table, each whole disk's block request
 latency percentiles over the interval (r_p50 r_p99 w_p50 w_p99, d_ and f_
 where the kernel has them, in ms): the block layer's own issue-to-completion

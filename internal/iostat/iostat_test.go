@@ -227,7 +227,7 @@ func TestBuildRecreatedDeviceHasNoRow(t *testing.T) {
 // testdata/recreated-sectors-rose (issue 43): loop0 re-attached to a bigger
 // file within 1.00 s; reads fell 5000 → 200 while sectors read rose 40000 →
 // 140000, and io_ticks 7800 → 809, time_in_queue 17900 → 914. Read as
-// deltas that was r/s 0.00 beside rkB/s 50000.00, and as 32-bit wraps
+// deltas that is r/s 0.00 beside rkB/s 50000.00, and as 32-bit wraps
 // %util 429496030.50 and aqu-sz 4294950.31. A request count that falls
 // means re-creation: no row, whatever the other fields did.
 func TestBuildRecreatedSectorsRoseHasNoRow(t *testing.T) {
@@ -252,7 +252,7 @@ func TestRestartedIsAnyRequestCountFalling(t *testing.T) {
 // testdata/sector-wrap (issue 43): a 32-bit kernel prints sectors as a
 // 32-bit unsigned long; over 1.00 s sda read 100 requests while sectors
 // read went from 2^32-4096 to 4096. Unwrapped that is 8192 sectors: rkB/s
-// 4096.00 and rareq-sz 40.96 (a fall read as no activity printed 0.00 for
+// 4096.00 and rareq-sz 40.96 (a fall read as no activity gives 0.00 for
 // both beside r/s 100.00). 200 ms of reads, 150 ms busy.
 func TestBuildSectorWrapReadsTrueRate(t *testing.T) {
 	prev, curr := readFixture(t, "sector-wrap")
@@ -273,8 +273,8 @@ func TestBuildSectorWrapReadsTrueRate(t *testing.T) {
 
 // testdata/uptime-back-new-device (issue 43): /proc/uptime read 7200.00 then
 // 7199.50, and sdb appeared with lifetime counters (35817 reads, io_ticks
-// 7365500, time_in_queue 19000000). Over a 1 s interval those printed r/s
-// 35817.00, %util 736550.00, aqu-sz 19000.00. Read from files the two
+// 7365500, time_in_queue 19000000). Differenced against zero over 1 s they
+// read r/s 35817.00, %util 736550.00, aqu-sz 19000.00. Read from files the two
 // snapshots have no monotonic time between them: no elapsed time, no rows.
 // With 1.00 s on the monotonic clock sda has its row (100 reads of 400 kB
 // in 200 ms, 50 writes, 100 ms busy) and sdb none until the next interval.
