@@ -2,7 +2,10 @@
 // from two /proc/diskstats samples. The formulas are sysstat 12.x's
 // (iostat.c and rd_stats.c compute_ext_disk_stats), including the interval:
 // the difference of two /proc/uptime readings in hundredths of a second, so
-// that diskcanary iostat and iostat agree to the printed digit.
+// that diskcanary iostat and iostat agree to the printed digit. Where the
+// two samples are not one interval of one device (re-created, new, a
+// 32-bit wrap, uptime gone back), Compute's rules decide instead: no row
+// ever shows what a disk cannot do.
 package iostat
 
 import (
