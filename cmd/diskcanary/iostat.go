@@ -175,11 +175,9 @@ func (f *iostatFlags) run(ctx context.Context, out, errOut io.Writer, args []str
 			if f.json {
 				err = r.WriteJSON(out)
 			} else {
-				err = r.WriteTable(out)
-				// The table stays iostat's for awk; a device without a
-				// row says why on stderr (the JSON carries it in "skipped").
-				for _, s := range r.Skipped {
-					fmt.Fprintf(errOut, "diskcanary iostat: %s: no row this interval: %s\n", s.Device, s.Reason)
+				// The JSON carries the devices without a row in "skipped".
+				if err = r.WriteTable(out); err == nil {
+					err = r.WriteSkipped(errOut)
 				}
 			}
 			if err != nil {

@@ -486,6 +486,15 @@ func checkRowInvariants(t *testing.T, where string, r Report, row Row, prev, cur
 	require.LessOrEqual(t, e.AquSz*elapsedMS, queueMS, "%s: aqu-sz %v", where, e.AquSz)
 }
 
+// Under the table, each device without a row is one stderr line.
+func TestWriteSkipped(t *testing.T) {
+	prev, curr := readFixture(t, "uptime-back-new-device")
+	var b bytes.Buffer
+	require.NoError(t, Build(prev, curr, Selection{}, time.Unix(0, 0)).WriteSkipped(&b))
+	require.Equal(t, "diskcanary iostat: sda: no row this interval: no elapsed time to divide by: /proc/uptime went from 7200.00 to 7199.50 s\n"+
+		"diskcanary iostat: sdb: no row this interval: no elapsed time to divide by: /proc/uptime went from 7200.00 to 7199.50 s\n", b.String())
+}
+
 // --json carries the same rows and, for a device without one, its reason:
 // testdata/recreated-sectors-rose prints no disk and one skip.
 func TestWriteJSONSkipped(t *testing.T) {

@@ -269,6 +269,17 @@ func (r Report) WriteTable(w io.Writer) error {
 	return err
 }
 
+// WriteSkipped prints one line per device without a row and why, for
+// stderr under the table: the table itself stays iostat's for awk.
+func (r Report) WriteSkipped(w io.Writer) error {
+	var b strings.Builder
+	for _, s := range r.Skipped {
+		fmt.Fprintf(&b, "diskcanary iostat: %s: no row this interval: %s\n", s.Device, s.Reason)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // jsonKeys are sysstat's JSON names (iostat -dx -o JSON), so per-device
 // objects read the same as iostat's.
 var jsonKeys = map[string]string{
