@@ -47,6 +47,12 @@ devices (partitions too) are always shown. INTERVAL is in seconds; without
 COUNT reports repeat until interrupted. Discard and flush columns appear
 when the kernel has them (Linux 4.18 and 5.5).
 
+No row shows what a disk cannot do (%util over 100, kB/s without requests,
+more queue than the requests could hold). A device first seen, re-created,
+or whose counters no device could produce over the interval has no row for
+that interval, and the reason is printed on stderr (under "skipped" with
+--json); 32-bit counter wraps are undone where the result fits the interval.
+
 --latency adds, after each interval's table, each whole disk's block request
 latency percentiles over the interval (r_p50 r_p99 w_p50 w_p99, d_ and f_
 where the kernel has them, in ms): the block layer's own issue-to-completion
@@ -58,7 +64,7 @@ CAP_PERFMON, and a kernel with BTF.`,
   diskcanary iostat --json 1 3 | jq '.disk[] | {disk_device, util}'
   diskcanary iostat --latency -y nvme0n1 5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.run(cmd.Context(), cmd.OutOrStdout(), args)
+			return f.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
 		},
 	}
 	fl := cmd.Flags()
@@ -105,7 +111,7 @@ func parseIostatArgs(args []string) (devices []string, interval time.Duration, c
 	return devices, interval, count, nil
 }
 
-func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) error {
+func (f *iostatFlags) run(ctx context.Context, out, errOut io.Writer, args []string) error {
 	devices, interval, count, err := parseIostatArgs(args)
 	if err != nil {
 		return err
@@ -169,7 +175,10 @@ func (f *iostatFlags) run(ctx context.Context, out io.Writer, args []string) err
 			if f.json {
 				err = r.WriteJSON(out)
 			} else {
-				err = r.WriteTable(out)
+				// The JSON carries the devices without a row in "skipped".
+				if err = r.WriteTable(out); err == nil {
+					err = r.WriteSkipped(errOut)
+				}
 			}
 			if err != nil {
 				return err

@@ -2,10 +2,14 @@
 // from two /proc/diskstats samples. The formulas are sysstat 12.x's
 // (iostat.c and rd_stats.c compute_ext_disk_stats), including the interval:
 // the difference of two /proc/uptime readings in hundredths of a second, so
-// that diskcanary iostat and iostat agree to the printed digit.
+// that diskcanary iostat and iostat agree to the printed digit. Where the
+// two samples are not one interval of one device (re-created, new, a
+// 32-bit wrap, uptime gone back), Compute's rules decide instead: no row
+// ever shows what a disk cannot do.
 package iostat
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,48 +127,58 @@ type Ext struct {
 	AquSz, Util                                  float64
 }
 
-// Restarted reports whether the device was removed and re-created between
-// the two samples: its requests, summed, went backwards and so did each of
-// its sector counters that had moved at all. That is sysstat 12.x's test;
-// it then computes the whole row against zero counters (the activity since
-// the device came back), never some fields since the restart and others as
-// deltas.
+// Field widths of /proc/diskstats (Documentation/admin-guide/iostats.rst,
+// block/genhd.c diskstats_show): requests, merges and sectors are unsigned
+// long, 32 bits on a 32-bit kernel; every millisecond field is unsigned int,
+// 32 bits on every kernel. A field that fell can only have wrapped at 2^32.
+const wrap32 = 1 << 32
+
+// tickSlackMS is how far a time may pass what the interval can hold and
+// still be that interval read with two clocks: /proc/uptime in hundredths,
+// io_ticks in jiffies (10 ms at HZ=100, and one jiffy at each busy
+// period's start), the per-op times truncated to ms. Within it busy time is
+// clamped to the elapsed time; beyond it the interval is inconsistent.
+const tickSlackMS = 30
+
+// Restarted reports whether the device was re-created between the two
+// samples: one of its request counts fell. Those counts only grow while the
+// device exists. A 32-bit kernel's count passing 2^32 looks the same and,
+// read as a re-creation, costs that interval's line, never a wrong number.
 func Restarted(prev, curr Counters) bool {
-	ios := func(c Counters) uint64 { return c.RdIOs + c.WrIOs + c.DcIOs + c.FlIOs }
-	back := func(p, c uint64) bool { return p == 0 || c < p }
-	return ios(curr) < ios(prev) &&
-		back(prev.RdSectors, curr.RdSectors) &&
-		back(prev.WrSectors, curr.WrSectors) &&
-		back(prev.DcSectors, curr.DcSectors)
+	return curr.RdIOs < prev.RdIOs || curr.WrIOs < prev.WrIOs ||
+		curr.DcIOs < prev.DcIOs || curr.FlIOs < prev.FlIOs
 }
 
-// countDelta is curr-prev for the fields the kernel prints as unsigned
-// long: requests, merges, sectors. 64 bits do not wrap, and a device that
-// restarted is handled by Restarted, so a count that went backwards on its
-// own has no delta to trust: it counts as no activity, where sysstat's
-// unsigned subtraction would print about 2^64 per second.
-func countDelta(prev, curr uint64) float64 {
-	if curr < prev {
-		return 0
+// longDelta is curr-prev of a merge or sector count while the request
+// counts did not fall: a fall is a 32-bit kernel's wrap, undone modulo
+// 2^32, and only a value a 32-bit field can hold can have wrapped.
+func longDelta(field string, prev, curr uint64) (float64, error) {
+	switch {
+	case curr >= prev:
+		return float64(curr - prev), nil
+	case prev < wrap32:
+		return float64(curr + wrap32 - prev), nil
 	}
-	return float64(curr - prev)
+	return 0, fmt.Errorf("%s went back from %d to %d while the requests did not, and past 2^32 it cannot have wrapped", field, prev, curr)
 }
 
-// msDelta is curr-prev for the millisecond fields (read/write/discard/
-// flush ticks, io_ticks, time_in_queue). The kernel prints them as
-// unsigned int on every architecture (block/genhd.c diskstats_show, "%u"),
-// so they wrap at 2^32 ms, about 49.7 days of summed request time: a busy
-// disk wraps rd_ticks within weeks. As sysstat 12.6 keeps these fields in
-// unsigned int and subtracts them there, a value that went backwards has
-// wrapped once and the difference is curr + 2^32 - prev.
-func msDelta(prev, curr uint64) float64 {
+// msDelta is curr-prev of a millisecond field; limit is the most its
+// requests can have added, wrapLimit the most they added within the
+// interval. A fall is a wrap at 2^32 ms only where the unwrapped delta fits
+// wrapLimit; a delta past its limit is an interval no device can produce.
+func msDelta(field string, prev, curr uint64, wrapLimit, limit float64) (float64, error) {
 	if curr >= prev {
-		return float64(curr - prev)
+		if d := float64(curr - prev); d <= limit {
+			return d, nil
+		}
+		return 0, fmt.Errorf("%s grew %d ms, more than the %.0f ms possible over this interval", field, curr-prev, limit)
 	}
-	if prev-curr > 1<<32 {
-		return 0 // not a 32-bit field: no reading of the kernel gives this
+	if prev < wrap32 {
+		if d := float64(curr + wrap32 - prev); d <= wrapLimit {
+			return d, nil
+		}
 	}
-	return float64(curr + 1<<32 - prev)
+	return 0, fmt.Errorf("%s went back from %d to %d ms, and no wrap at 2^32 fits the %.0f ms this interval can hold", field, prev, curr, wrapLimit)
 }
 
 // perSecond is sysstat's S_VALUE(m, n, p): a delta over an interval in
@@ -182,62 +196,105 @@ func ratio(num, den float64) float64 {
 }
 
 // Compute returns the extended statistics between two samples of one device
-// taken itvCS hundredths of a second apart. For the first report since boot
-// prev is the zero Counters and itvCS the uptime, as in iostat; a device
-// re-created in between (Restarted) is computed since it came back.
-func Compute(prev, curr Counters, itvCS uint64) Ext {
+// taken itvCS hundredths of a second apart, uptimeCS after boot; for the
+// report since boot prev is the zero Counters and itvCS the uptime, as in
+// iostat. It returns an error instead of a row when the counters are not
+// one interval of one device (see Restarted, longDelta, msDelta and the
+// limits below), so that no row breaks what a disk can do: %util ≤ 100,
+// aqu-sz no more than the requests could queue, no bytes without requests.
+func Compute(prev, curr Counters, itvCS, uptimeCS uint64) (Ext, error) {
 	if itvCS == 0 {
-		// iostat never divides by a zero interval: get_interval returns 1.
-		itvCS = 1
+		return Ext{}, errors.New("no elapsed time to divide by")
 	}
 	if Restarted(prev, curr) {
-		prev = Counters{}
+		return Ext{}, fmt.Errorf("re-created since the previous sample: requests went back (reads %d to %d, writes %d to %d, discards %d to %d, flushes %d to %d)",
+			prev.RdIOs, curr.RdIOs, prev.WrIOs, curr.WrIOs, prev.DcIOs, curr.DcIOs, prev.FlIOs, curr.FlIOs)
 	}
-	rIOs, wIOs, dIOs, fIOs := countDelta(prev.RdIOs, curr.RdIOs), countDelta(prev.WrIOs, curr.WrIOs),
-		countDelta(prev.DcIOs, curr.DcIOs), countDelta(prev.FlIOs, curr.FlIOs)
-	rMrg, wMrg, dMrg := countDelta(prev.RdMerges, curr.RdMerges), countDelta(prev.WrMerges, curr.WrMerges),
-		countDelta(prev.DcMerges, curr.DcMerges)
-	rSec, wSec, dSec := countDelta(prev.RdSectors, curr.RdSectors), countDelta(prev.WrSectors, curr.WrSectors),
-		countDelta(prev.DcSectors, curr.DcSectors)
+	rIOs, wIOs, dIOs, fIOs := float64(curr.RdIOs-prev.RdIOs), float64(curr.WrIOs-prev.WrIOs),
+		float64(curr.DcIOs-prev.DcIOs), float64(curr.FlIOs-prev.FlIOs)
+	var err error
+	keep := func(d float64, e error) float64 {
+		if err == nil {
+			err = e
+		}
+		return d
+	}
+	rMrg, wMrg, dMrg := keep(longDelta("reads merged", prev.RdMerges, curr.RdMerges)),
+		keep(longDelta("writes merged", prev.WrMerges, curr.WrMerges)),
+		keep(longDelta("discards merged", prev.DcMerges, curr.DcMerges))
+	rSec, wSec, dSec := keep(longDelta("sectors read", prev.RdSectors, curr.RdSectors)),
+		keep(longDelta("sectors written", prev.WrSectors, curr.WrSectors)),
+		keep(longDelta("sectors discarded", prev.DcSectors, curr.DcSectors))
+
+	// The kernel adds a request's whole time when it completes (and older
+	// kernels time_in_queue as it passes, for at most the requests that
+	// completed or are in flight at the second sample): no request is older
+	// than the uptime, and one that hung before the interval may bring all
+	// of it, so that is limit. A wrap is read only where the requests'
+	// time inside the interval holds it, as it always does for a real wrap
+	// but for a request carried across it (that row is then skipped).
+	elapsed, uptime := float64(itvCS)*10, float64(max(uptimeCS, itvCS))*10
+	ms := func(field string, p, c uint64, reqs float64) float64 {
+		return keep(msDelta(field, p, c, reqs*elapsed+tickSlackMS, reqs*uptime+tickSlackMS))
+	}
+	rTicks := ms("read ms", prev.RdTicks, curr.RdTicks, rIOs)
+	wTicks := ms("write ms", prev.WrTicks, curr.WrTicks, wIOs)
+	dTicks := ms("discard ms", prev.DcTicks, curr.DcTicks, dIOs)
+	fTicks := ms("flush ms", prev.FlTicks, curr.FlTicks, fIOs)
+	queued := ms("time_in_queue", prev.RqTicks, curr.RqTicks, rIOs+wIOs+dIOs+fIOs+float64(curr.InFlight))
+	// No more busy time than elapsed time: %util ≤ 100.
+	busyLimit := elapsed + tickSlackMS
+	busy := min(keep(msDelta("io_ticks", prev.TotTicks, curr.TotTicks, busyLimit, busyLimit)), elapsed)
+	if err != nil {
+		return Ext{}, err
+	}
+	for _, op := range []struct {
+		name      string
+		ios, secs float64
+	}{{"read", rIOs, rSec}, {"written", wIOs, wSec}, {"discarded", dIOs, dSec}} {
+		if op.secs > 0 && op.ios == 0 {
+			return Ext{}, fmt.Errorf("%.0f sectors %s with no request completed", op.secs, op.name)
+		}
+	}
 	return Ext{
 		RPS:     perSecond(rIOs, itvCS),
 		RkBPS:   perSecond(rSec, itvCS) / 2, // 512-byte sectors → kB
 		RrqmPS:  perSecond(rMrg, itvCS),
 		RrqmPct: ratio(rMrg, rMrg+rIOs) * 100,
-		RAwait:  ratio(msDelta(prev.RdTicks, curr.RdTicks), rIOs),
+		RAwait:  ratio(rTicks, rIOs),
 		RareqSz: ratio(rSec, rIOs) / 2,
 
 		WPS:     perSecond(wIOs, itvCS),
 		WkBPS:   perSecond(wSec, itvCS) / 2,
 		WrqmPS:  perSecond(wMrg, itvCS),
 		WrqmPct: ratio(wMrg, wMrg+wIOs) * 100,
-		WAwait:  ratio(msDelta(prev.WrTicks, curr.WrTicks), wIOs),
+		WAwait:  ratio(wTicks, wIOs),
 		WareqSz: ratio(wSec, wIOs) / 2,
 
 		DPS:     perSecond(dIOs, itvCS),
 		DkBPS:   perSecond(dSec, itvCS) / 2,
 		DrqmPS:  perSecond(dMrg, itvCS),
 		DrqmPct: ratio(dMrg, dMrg+dIOs) * 100,
-		DAwait:  ratio(msDelta(prev.DcTicks, curr.DcTicks), dIOs),
+		DAwait:  ratio(dTicks, dIOs),
 		DareqSz: ratio(dSec, dIOs) / 2,
 
 		FPS:    perSecond(fIOs, itvCS),
-		FAwait: ratio(msDelta(prev.FlTicks, curr.FlTicks), fIOs),
+		FAwait: ratio(fTicks, fIOs),
 
 		// time_in_queue is in ms: per second of interval that is the
 		// average number of requests in flight.
-		AquSz: perSecond(msDelta(prev.RqTicks, curr.RqTicks), itvCS) / 1000,
+		AquSz: perSecond(queued, itvCS) / 1000,
 		// io_ticks is in ms: ms busy per second of interval, /10 is percent.
-		Util: perSecond(msDelta(prev.TotTicks, curr.TotTicks), itvCS) / 10,
-	}
+		Util: perSecond(busy, itvCS) / 10,
+	}, nil
 }
 
 // Interval is the time between two snapshots in hundredths of a second:
-// the /proc/uptime difference as sysstat's get_interval takes it, while
-// uptime moved forward. When it did not (a restored VM, a time namespace,
-// two reads in one hundredth) sysstat's rates read 200× high or 0; the
-// elapsed monotonic time between the reads is used instead, and only
-// without it (or under 5 ms) sysstat's guard of 1.
+// sysstat's get_interval, the /proc/uptime difference, while uptime moved
+// forward. When it did not (a restored VM, a time namespace, two reads in
+// one hundredth) the elapsed monotonic time between the reads is used; when
+// that is missing too (snapshots read from files) or under 5 ms, it is 0:
+// no elapsed time, so no rates, never sysstat's 1/100 s guard.
 func Interval(prev, curr Snapshot) uint64 {
 	if curr.UptimeCS > prev.UptimeCS {
 		return curr.UptimeCS - prev.UptimeCS
@@ -247,5 +304,5 @@ func Interval(prev, curr Snapshot) uint64 {
 			return uint64(cs)
 		}
 	}
-	return 1
+	return 0
 }

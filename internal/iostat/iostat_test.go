@@ -3,6 +3,7 @@ package iostat
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,8 +28,16 @@ var (
 		DcIOs: 14, DcMerges: 1, DcSectors: 4096, DcTicks: 13, FlIOs: 140, FlTicks: 58}
 )
 
+// compute is Compute for counters that make one interval.
+func compute(t *testing.T, prev, curr Counters, itvCS uint64) Ext {
+	t.Helper()
+	e, err := Compute(prev, curr, itvCS, 100000)
+	require.NoError(t, err)
+	return e
+}
+
 func TestComputeHandWorked(t *testing.T) {
-	got := Compute(prevC, currC, 200)
+	got := compute(t, prevC, currC, 200)
 	want := Ext{
 		// 200 reads / 2 s; 16000 sectors = 8000 kB / 2 s; 50 merges / 2 s;
 		// 50/(50+200); 1000 ms / 200 reads; 8000 kB / 200 reads.
@@ -43,16 +52,14 @@ func TestComputeHandWorked(t *testing.T) {
 }
 
 func TestComputeIdleIsZeroNotNaN(t *testing.T) {
-	got := Compute(currC, currC, 100)
+	got := compute(t, currC, currC, 100)
 	requireExtNear(t, Ext{}, got)
 }
 
-// A device re-created between samples counts from zero instead of wrapping.
+// A device re-created between samples has no row: its requests fell.
 func TestComputeCounterReset(t *testing.T) {
-	got := Compute(currC, Counters{RdIOs: 10, RdSectors: 80, RdTicks: 20}, 100)
-	require.InDelta(t, 10.0, got.RPS, 1e-9)
-	require.InDelta(t, 2.0, got.RAwait, 1e-9)
-	require.InDelta(t, 4.0, got.RareqSz, 1e-9)
+	_, err := Compute(currC, Counters{RdIOs: 10, RdSectors: 80, RdTicks: 20}, 100, 100000)
+	require.EqualError(t, err, "re-created since the previous sample: requests went back (reads 300 to 10, writes 600 to 0, discards 14 to 0, flushes 140 to 0)")
 }
 
 func TestUptime(t *testing.T) {
@@ -64,7 +71,7 @@ func TestUptime(t *testing.T) {
 	require.EqualValues(t, 1705, cs)
 	_, err = ParseUptime("")
 	require.Error(t, err)
-	require.EqualValues(t, 1, Interval(Snapshot{UptimeCS: 5}, Snapshot{UptimeCS: 5}), "a clock that did not move must not divide by zero")
+	require.EqualValues(t, 0, Interval(Snapshot{UptimeCS: 5}, Snapshot{UptimeCS: 5}), "a clock that did not move has no elapsed time")
 	require.EqualValues(t, 200, Interval(Snapshot{UptimeCS: 100}, Snapshot{UptimeCS: 300}))
 }
 
@@ -111,7 +118,7 @@ func TestReadAndBuildSinceBoot(t *testing.T) {
 // The table has sysstat 12.x's header and column widths; 14-field kernels
 // have no discard or flush columns.
 func TestWriteTable(t *testing.T) {
-	r := Report{Discard: true, Flush: true, Rows: []Row{{Device: "vda", Ext: Compute(prevC, currC, 200)}}}
+	r := Report{Discard: true, Flush: true, Rows: []Row{{Device: "vda", Ext: compute(t, prevC, currC, 200)}}}
 	var b bytes.Buffer
 	require.NoError(t, r.WriteTable(&b))
 	lines := strings.Split(b.String(), "\n")
@@ -125,7 +132,7 @@ func TestWriteTable(t *testing.T) {
 
 func TestWriteJSON(t *testing.T) {
 	r := Report{Time: time.Unix(0, 0).UTC(), IntervalCS: 200, Discard: true, Flush: true,
-		Rows: []Row{{Device: "vda", Ext: Compute(prevC, currC, 200)}}}
+		Rows: []Row{{Device: "vda", Ext: compute(t, prevC, currC, 200)}}}
 	var b bytes.Buffer
 	require.NoError(t, r.WriteJSON(&b))
 	var got struct {
@@ -206,33 +213,127 @@ func TestWriteTableWideValuesStaySeparated(t *testing.T) {
 }
 
 // testdata/recreated-device: loop0 was detached and attached again between
-// the samples, 2.00 s apart. Its requests and sectors all went backwards,
-// but rd_ticks (500 → 590) and time_in_queue (600 → 890) did not: the old
-// device was fast. sysstat treats the device as new and computes the row
-// from zero: 200 reads in 590 ms is r_await 2.95 (a per-field reset gives
-// (590-500)/200 = 0.45), 890 ms in queue over 2 s is aqu-sz 0.445.
-func TestBuildRecreatedDeviceRestartsAsAWhole(t *testing.T) {
+// the samples, 2.00 s apart: its requests and sectors all went backwards,
+// while rd_ticks (500 → 590) and time_in_queue (600 → 890) did not. Like a
+// device first seen, it has no row this interval, and Skipped says why.
+func TestBuildRecreatedDeviceHasNoRow(t *testing.T) {
 	prev, curr := readFixture(t, "recreated-device")
 	require.True(t, Restarted(prev.Devices[0].Counters, curr.Devices[0].Counters))
-	got := onlyRow(t, prev, curr)
-	requireExtNear(t, Ext{
-		// 200 reads, 1600 sectors (800 kB), 590 ms; 100 writes, 1600
-		// sectors, 300 ms; 800 ms busy; all over 2 s.
-		RPS: 100, RkBPS: 400, RAwait: 2.95, RareqSz: 4,
-		WPS: 50, WkBPS: 400, WAwait: 3, WareqSz: 8,
-		AquSz: 0.445, Util: 40,
-	}, got.Ext)
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0))
+	require.Empty(t, r.Rows)
+	require.Equal(t, []Skip{{"loop0", "re-created since the previous sample: requests went back (reads 4000 to 200, writes 2000 to 100, discards 0 to 0, flushes 0 to 0)"}}, r.Skipped)
 }
 
-// A device that only did more work is not a restart, and neither is one
-// whose request count grew while a sector count fell.
-func TestRestartedNeedsEverythingBackwards(t *testing.T) {
+// testdata/recreated-sectors-rose (issue 43): loop0 re-attached to a bigger
+// file within 1.00 s; reads fell 5000 → 200 while sectors read rose 40000 →
+// 140000, and io_ticks 7800 → 809, time_in_queue 17900 → 914. Read as
+// deltas that is r/s 0.00 beside rkB/s 50000.00, and as 32-bit wraps
+// %util 429496030.50 and aqu-sz 4294950.31. A request count that falls
+// means re-creation: no row, whatever the other fields did.
+func TestBuildRecreatedSectorsRoseHasNoRow(t *testing.T) {
+	prev, curr := readFixture(t, "recreated-sectors-rose")
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0))
+	require.Empty(t, r.Rows)
+	require.Equal(t, []Skip{{"loop0", "re-created since the previous sample: requests went back (reads 5000 to 200, writes 3000 to 0, discards 0 to 0, flushes 0 to 0)"}}, r.Skipped)
+}
+
+// A device that only did more work is not a restart; one whose request
+// count fell is, whatever its sector counts did.
+func TestRestartedIsAnyRequestCountFalling(t *testing.T) {
 	require.False(t, Restarted(prevC, currC))
-	c := prevC
-	c.RdIOs, c.WrIOs = 1, 1
-	require.False(t, Restarted(prevC, c), "sector counters did not go back")
-	c.RdSectors, c.WrSectors, c.DcSectors = 8, 8, 0
-	require.True(t, Restarted(prevC, c))
+	c := currC
+	c.RdSectors = 1 // sectors alone: a 32-bit wrap, not a restart
+	require.False(t, Restarted(prevC, c))
+	c = currC
+	c.FlIOs = 39
+	require.True(t, Restarted(prevC, c), "flushes fell")
+}
+
+// testdata/sector-wrap (issue 43): a 32-bit kernel prints sectors as a
+// 32-bit unsigned long; over 1.00 s sda read 100 requests while sectors
+// read went from 2^32-4096 to 4096. Unwrapped that is 8192 sectors: rkB/s
+// 4096.00 and rareq-sz 40.96 (a fall read as no activity gives 0.00 for
+// both beside r/s 100.00). 200 ms of reads, 150 ms busy.
+func TestBuildSectorWrapReadsTrueRate(t *testing.T) {
+	prev, curr := readFixture(t, "sector-wrap")
+	got := onlyRow(t, prev, curr)
+	requireExtNear(t, Ext{RPS: 100, RkBPS: 4096, RAwait: 2, RareqSz: 40.96, AquSz: 0.2, Util: 15}, got.Ext)
+	var b bytes.Buffer
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0))
+	require.NoError(t, r.WriteTable(&b))
+	require.Equal(t, "sda            100.00   4096.00     0.00   0.00    2.00    40.96    0.00      0.00     0.00   0.00    0.00     0.00"+
+		"    0.00      0.00     0.00   0.00    0.00     0.00    0.00    0.00    0.20  15.00", strings.Split(b.String(), "\n")[1])
+
+	// Past 2^32 a sector count is a 64-bit kernel's and cannot wrap.
+	p, c := prev.Devices[0].Counters, curr.Devices[0].Counters
+	p.RdSectors = 1 << 33
+	_, err := Compute(p, c, 100, 8640100)
+	require.EqualError(t, err, "sectors read went back from 8589934592 to 4096 while the requests did not, and past 2^32 it cannot have wrapped")
+}
+
+// testdata/uptime-back-new-device (issue 43): /proc/uptime read 7200.00 then
+// 7199.50, and sdb appeared with lifetime counters (35817 reads, io_ticks
+// 7365500, time_in_queue 19000000). Differenced against zero over 1 s they
+// read r/s 35817.00, %util 736550.00, aqu-sz 19000.00. Read from files the two
+// snapshots have no monotonic time between them: no elapsed time, no rows.
+// With 1.00 s on the monotonic clock sda has its row (100 reads of 400 kB
+// in 200 ms, 50 writes, 100 ms busy) and sdb none until the next interval.
+func TestBuildUptimeBackNewDevice(t *testing.T) {
+	prev, curr := readFixture(t, "uptime-back-new-device")
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0))
+	require.Empty(t, r.Rows)
+	const why = "no elapsed time to divide by: /proc/uptime went from 7200.00 to 7199.50 s"
+	require.Equal(t, []Skip{{"sda", why}, {"sdb", why}}, r.Skipped)
+
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	prev.Taken, curr.Taken = t0, t0.Add(time.Second)
+	r = Build(prev, curr, Selection{}, time.Unix(0, 0))
+	require.Len(t, r.Rows, 1)
+	require.Equal(t, "sda", r.Rows[0].Device)
+	requireExtNear(t, Ext{RPS: 100, RkBPS: 400, RAwait: 2, RareqSz: 4,
+		WPS: 50, WkBPS: 200, WAwait: 2, WareqSz: 4, AquSz: 0.3, Util: 10}, r.Rows[0].Ext)
+	require.Equal(t, []Skip{{"sdb", "not in the previous sample: its first row is the next interval's"}}, r.Skipped)
+}
+
+// The limits a row must fit, each alone: busy time within the clocks' slack
+// of the interval is clamped to it; past the slack, or a millisecond field
+// that fell further than any 2^32 wrap the interval can hold, or sectors
+// without a request, is an error, not a row.
+func TestComputeLimits(t *testing.T) {
+	p := Counters{RdIOs: 100, RdSectors: 800, RdTicks: 1000, TotTicks: 5000, RqTicks: 1000}
+	c := Counters{RdIOs: 200, RdSectors: 1600, RdTicks: 1200, TotTicks: 6020, RqTicks: 1200}
+	got := compute(t, p, c, 100) // 1020 ms busy in 1.00 s: jiffies against hundredths
+	require.InDelta(t, 100.0, got.Util, 1e-9)
+
+	c.TotTicks = 6031
+	_, err := Compute(p, c, 100, 100000)
+	require.EqualError(t, err, "io_ticks grew 1031 ms, more than the 1030 ms possible over this interval")
+
+	c.TotTicks = 5500
+	c.RqTicks = 100 // read as a wrap: 2^32-900 ms queued by 100 requests in 1 s
+	_, err = Compute(p, c, 100, 100000)
+	require.EqualError(t, err, "time_in_queue went back from 1000 to 100 ms, and no wrap at 2^32 fits the 100030 ms this interval can hold")
+
+	// A disk back from a 30 s hang: one read, held 30 s before the
+	// interval, completes in it. The kernel adds its 30000 ms then: r_await
+	// 30000.00 and aqu-sz 30.00 are what it says, not an inconsistency. The
+	// same read with more time than the 1000 s uptime is.
+	h := Counters{RdIOs: 101, RdSectors: 808, RdTicks: 31000, TotTicks: 6000, RqTicks: 31000}
+	got = compute(t, p, h, 100)
+	require.InDelta(t, 30000.0, got.RAwait, 1e-9)
+	require.InDelta(t, 30.0, got.AquSz, 1e-9)
+	require.InDelta(t, 100.0, got.Util, 1e-9)
+	h.RdTicks = 1000 + 1000031
+	_, err = Compute(p, h, 100, 100000)
+	require.EqualError(t, err, "read ms grew 1000031 ms, more than the 1000030 ms possible over this interval")
+
+	c.RqTicks = 1200
+	c.WrSectors = 8 // 8 sectors written, no write completed
+	_, err = Compute(p, c, 100, 100000)
+	require.EqualError(t, err, "8 sectors written with no request completed")
+
+	_, err = Compute(p, p, 0, 100000)
+	require.EqualError(t, err, "no elapsed time to divide by")
 }
 
 // testdata/ticks-wrap: over 2.00 s sda read 200 requests while rd_ticks
@@ -283,8 +384,8 @@ func TestBuildUptimeNotForwardUsesMonotonicInterval(t *testing.T) {
 func TestWriteLatency(t *testing.T) {
 	nan := math.NaN()
 	r := Report{Discard: true, Flush: true, Rows: []Row{
-		{Device: "vda", Ext: Compute(prevC, currC, 200)},
-		{Device: "vda1", Ext: Compute(prevC, currC, 200)},
+		{Device: "vda", Ext: compute(t, prevC, currC, 200)},
+		{Device: "vda1", Ext: compute(t, prevC, currC, 200)},
 	}, Latency: map[string]RequestLatency{"vda": {
 		"read": {0.000125, 0.0203}, "write": {0.0021, 0.0025}, "discard": {nan, nan}, "flush": {0.0195, 20.5},
 	}}}
@@ -307,4 +408,100 @@ func TestWriteLatency(t *testing.T) {
 	require.Equal(t, 20500.0, got.Disk[0]["f_p99"])
 	require.Equal(t, 0.0, got.Disk[0]["d_p99"])
 	require.NotContains(t, got.Disk[1], "r_p50")
+}
+
+// Every fixture pair in testdata, as read, with 1.00 s on the monotonic
+// clock, and each snapshot since boot, by default selection and by name:
+// no row breaks what a disk can do, and every selected device is a row or
+// a skip with its reason, never lost. A row's bounds: %util ≤ 100; aqu-sz
+// no more than the requests completed in the interval or in flight at its
+// end could have queued since boot; no kB/s without requests in that
+// direction; no negative, NaN or infinite value.
+func TestFixturesKeepInvariants(t *testing.T) {
+	dirs, err := os.ReadDir("testdata")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(dirs), 7)
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, dir := range dirs {
+		prev, curr := readFixture(t, dir.Name())
+		timed := func(p, c Snapshot) (Snapshot, Snapshot) {
+			p.Taken, c.Taken = t0, t0.Add(time.Second)
+			return p, c
+		}
+		tp, tc := timed(prev, curr)
+		pairs := [][2]Snapshot{{prev, curr}, {tp, tc}, {{}, prev}, {{}, curr}}
+		for i, pair := range pairs {
+			p, c := pair[0], pair[1]
+			var names []string
+			for _, d := range c.Devices {
+				names = append(names, d.Name)
+			}
+			for _, sel := range []Selection{{}, {Names: names}} {
+				r := Build(p, c, sel, time.Unix(0, 0))
+				where := fmt.Sprintf("%s pair %d names %v", dir.Name(), i, sel.Names)
+				accounted := map[string]int{}
+				for _, s := range r.Skipped {
+					accounted[s.Device]++
+					require.NotEmpty(t, s.Reason, where)
+				}
+				for _, row := range r.Rows {
+					accounted[row.Device]++
+					checkRowInvariants(t, where, r, row, p, c)
+				}
+				if sel.Names != nil {
+					for _, n := range names {
+						require.Equal(t, 1, accounted[n], "%s: %s is neither a row nor a skip", where, n)
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkRowInvariants(t *testing.T, where string, r Report, row Row, prev, curr Snapshot) {
+	t.Helper()
+	where += " " + row.Device
+	var p, c Counters
+	for _, d := range prev.Devices {
+		if d.Name == row.Device {
+			p = d.Counters
+		}
+	}
+	for _, d := range curr.Devices {
+		if d.Name == row.Device {
+			c = d.Counters
+		}
+	}
+	for i, v := range r.Values(row) {
+		require.False(t, math.IsNaN(v) || math.IsInf(v, 0) || v < 0, "%s: %s = %v", where, r.ColumnNames()[i], v)
+	}
+	e := row.Ext
+	require.LessOrEqual(t, e.Util, 100.0, where)
+	require.True(t, e.RkBPS == 0 || e.RPS > 0, "%s: rkB/s %v with r/s 0", where, e.RkBPS)
+	require.True(t, e.WkBPS == 0 || e.WPS > 0, "%s: wkB/s %v with w/s 0", where, e.WkBPS)
+	require.True(t, e.DkBPS == 0 || e.DPS > 0, "%s: dkB/s %v with d/s 0", where, e.DkBPS)
+	elapsedMS := float64(r.IntervalCS) * 10
+	ios := float64(c.RdIOs + c.WrIOs + c.DcIOs + c.FlIOs - p.RdIOs - p.WrIOs - p.DcIOs - p.FlIOs)
+	queueMS := (ios+float64(c.InFlight))*float64(max(curr.UptimeCS, r.IntervalCS))*10 + tickSlackMS
+	require.LessOrEqual(t, e.AquSz*elapsedMS, queueMS, "%s: aqu-sz %v", where, e.AquSz)
+}
+
+// Under the table, each device without a row is one stderr line.
+func TestWriteSkipped(t *testing.T) {
+	prev, curr := readFixture(t, "uptime-back-new-device")
+	var b bytes.Buffer
+	require.NoError(t, Build(prev, curr, Selection{}, time.Unix(0, 0)).WriteSkipped(&b))
+	require.Equal(t, "diskcanary iostat: sda: no row this interval: no elapsed time to divide by: /proc/uptime went from 7200.00 to 7199.50 s\n"+
+		"diskcanary iostat: sdb: no row this interval: no elapsed time to divide by: /proc/uptime went from 7200.00 to 7199.50 s\n", b.String())
+}
+
+// --json carries the same rows and, for a device without one, its reason:
+// testdata/recreated-sectors-rose prints no disk and one skip.
+func TestWriteJSONSkipped(t *testing.T) {
+	prev, curr := readFixture(t, "recreated-sectors-rose")
+	r := Build(prev, curr, Selection{}, time.Unix(0, 0).UTC())
+	var b bytes.Buffer
+	require.NoError(t, r.WriteJSON(&b))
+	require.Equal(t, `{"timestamp":"1970-01-01T00:00:00Z","interval_seconds":1,"disk":[],"skipped":[{"disk_device":"loop0",`+
+		`"reason":"re-created since the previous sample: requests went back (reads 5000 to 200, writes 3000 to 0, discards 0 to 0, flushes 0 to 0)"}]}`+"\n", b.String())
 }

@@ -24,9 +24,19 @@ type Report struct {
 	// Discard and Flush say whether the kernel has those columns.
 	Discard, Flush bool
 	Rows           []Row
+	// Skipped are the selected devices without a row this interval, and
+	// why; the table's caller prints them on stderr, the JSON carries them.
+	Skipped []Skip
 	// Latency, when set, is each whole disk's block-request latency over
 	// the interval (iostat --latency), by device name.
 	Latency map[string]RequestLatency
+}
+
+// Skip is a selected device with no row in a report and the reason: it was
+// not in the previous sample, its counters are not one interval of one
+// device (Compute), or there is no elapsed time to divide by.
+type Skip struct {
+	Device, Reason string
 }
 
 // RequestLatency is one disk's request latency percentiles over an
@@ -74,11 +84,23 @@ type Selection struct {
 
 // Build computes a report from two snapshots. prev may be the zero
 // Snapshot: the report is then since boot.
+//
+// A device first seen in curr, or under another MAJ:MIN, or re-created
+// (Restarted) gets no row this interval, as a Prometheus counter gets no
+// rate from its first sample: its counters since it appeared cover an
+// unknown part of the interval, and a since-boot device's are not a delta.
+// Its row starts with the next interval; Skipped says why it has none.
 func Build(prev, curr Snapshot, sel Selection, now time.Time) Report {
 	itv := Interval(prev, curr)
-	before := make(map[string]Counters, len(prev.Devices))
+	sinceBoot := prev.Devices == nil && prev.UptimeCS == 0 && prev.Taken.IsZero()
+	noInterval := ""
+	if itv == 0 {
+		noInterval = fmt.Sprintf("no elapsed time to divide by: /proc/uptime went from %d.%02d to %d.%02d s",
+			prev.UptimeCS/100, prev.UptimeCS%100, curr.UptimeCS/100, curr.UptimeCS%100)
+	}
+	before := make(map[string]Device, len(prev.Devices))
 	for _, d := range prev.Devices {
-		before[d.Name] = d.Counters
+		before[d.Name] = d
 	}
 	want := map[string]bool{}
 	for _, n := range sel.Names {
@@ -98,13 +120,30 @@ func Build(prev, curr Snapshot, sel Selection, now time.Time) Report {
 				continue
 			}
 		}
-		p := before[d.Name] // zero for a new device: its counters since it appeared
+		r.Discard = r.Discard || d.HasDiscard()
+		r.Flush = r.Flush || d.HasFlush()
+		p, seen := before[d.Name] // zero for the since-boot report
+		switch {
+		case noInterval != "":
+			r.Skipped = append(r.Skipped, Skip{d.Name, noInterval})
+			continue
+		case sinceBoot:
+		case !seen:
+			r.Skipped = append(r.Skipped, Skip{d.Name, "not in the previous sample: its first row is the next interval's"})
+			continue
+		case p.Major != d.Major || p.Minor != d.Minor:
+			r.Skipped = append(r.Skipped, Skip{d.Name, fmt.Sprintf("re-created since the previous sample as %d:%d (was %d:%d)", d.Major, d.Minor, p.Major, p.Minor)})
+			continue
+		}
 		if sel.OmitIdle && p.RdIOs == d.RdIOs && p.WrIOs == d.WrIOs && p.DcIOs == d.DcIOs && p.FlIOs == d.FlIOs {
 			continue
 		}
-		r.Discard = r.Discard || d.HasDiscard()
-		r.Flush = r.Flush || d.HasFlush()
-		r.Rows = append(r.Rows, Row{Device: d.Name, Ext: Compute(p, d.Counters, itv)})
+		ext, err := Compute(p.Counters, d.Counters, itv, curr.UptimeCS)
+		if err != nil {
+			r.Skipped = append(r.Skipped, Skip{d.Name, err.Error()})
+			continue
+		}
+		r.Rows = append(r.Rows, Row{Device: d.Name, Ext: ext})
 	}
 	return r
 }
@@ -230,6 +269,17 @@ func (r Report) WriteTable(w io.Writer) error {
 	return err
 }
 
+// WriteSkipped prints one line per device without a row and why, for
+// stderr under the table: the table itself stays iostat's for awk.
+func (r Report) WriteSkipped(w io.Writer) error {
+	var b strings.Builder
+	for _, s := range r.Skipped {
+		fmt.Fprintf(&b, "diskcanary iostat: %s: no row this interval: %s\n", s.Device, s.Reason)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // jsonKeys are sysstat's JSON names (iostat -dx -o JSON), so per-device
 // objects read the same as iostat's.
 var jsonKeys = map[string]string{
@@ -237,7 +287,8 @@ var jsonKeys = map[string]string{
 }
 
 // WriteJSON prints the report as one JSON object on one line:
-// {"timestamp", "interval_seconds", "disk": [{"disk_device", "r/s", ...}]}.
+// {"timestamp", "interval_seconds", "disk": [{"disk_device", "r/s", ...}],
+// "skipped": [{"disk_device", "reason"}]}.
 func (r Report) WriteJSON(w io.Writer) error {
 	cols := r.columns()
 	disks := make([]json.RawMessage, 0, len(r.Rows))
@@ -262,11 +313,20 @@ func (r Report) WriteJSON(w io.Writer) error {
 		b.WriteByte('}')
 		disks = append(disks, json.RawMessage(b.String()))
 	}
+	type skip struct {
+		Device string `json:"disk_device"`
+		Reason string `json:"reason"`
+	}
+	skipped := make([]skip, 0, len(r.Skipped))
+	for _, s := range r.Skipped {
+		skipped = append(skipped, skip{s.Device, s.Reason})
+	}
 	out := struct {
 		Timestamp       string            `json:"timestamp"`
 		IntervalSeconds float64           `json:"interval_seconds"`
 		Disk            []json.RawMessage `json:"disk"`
-	}{r.Time.Format(time.RFC3339), float64(r.IntervalCS) / 100, disks}
+		Skipped         []skip            `json:"skipped"`
+	}{r.Time.Format(time.RFC3339), float64(r.IntervalCS) / 100, disks, skipped}
 	enc := json.NewEncoder(w)
 	return enc.Encode(out)
 }

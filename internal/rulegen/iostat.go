@@ -48,7 +48,14 @@ var iostatRules = []iostatRule{
 	{"rareq-sz", "read_request_size_bytes:rate", perIO("diskcanary_disk_read_bytes_total", "diskcanary_disk_reads_completed_total")},
 	{"wareq-sz", "write_request_size_bytes:rate", perIO("diskcanary_disk_written_bytes_total", "diskcanary_disk_writes_completed_total")},
 	{"aqu-sz", "queue_size:rate", rate("diskcanary_disk_io_time_weighted_seconds_total")},
-	{"%util", "utilization:ratio_rate", rate("diskcanary_disk_io_time_seconds_total")},
+	{"%util", "utilization:ratio_rate", busyRatio},
+}
+
+// busyRatio is %util, clamped to 1 as diskcanary iostat clamps it to 100:
+// io_time cannot grow faster than the wall clock, and a rate over 1 is the
+// scrape's timestamp against when the kernel's jiffies were read.
+func busyRatio(w string) string {
+	return fmt.Sprintf("clamp_max(rate(diskcanary_disk_io_time_seconds_total[%s]), 1)", w)
 }
 
 func iostatRecording(p Params) Group {
@@ -113,5 +120,12 @@ func recordingCases(window time.Duration) []alertCase {
 		sort.Slice(e.ExpSamples, func(i, j int) bool { return e.ExpSamples[i].Labels < e.ExpSamples[j].Labels })
 		ex = append(ex, e)
 	}
-	return []alertCase{{name: "iostat -dx formulas on a steady load and an idle disk", input: in, expr: ex}}
+	// sdc's io_time grows 90 s a minute, faster than the wall clock: the
+	// recorded %util is 1, never 1.5.
+	const sdc = `job="diskcanary", instance="n1:9742", device="sdc"`
+	util := iostatRuleName("utilization:ratio_rate", window)
+	fast := alertCase{name: "%util stays at most 1 when io_time grows faster than the wall clock",
+		input: s("diskcanary_disk_io_time_seconds_total{"+sdc+"}", "0+90x10"),
+		expr:  []exprTest{{Expr: util, EvalTime: "10m", ExpSamples: []expSample{{util + "{" + sdc + "}", 1}}}}}
+	return []alertCase{{name: "iostat -dx formulas on a steady load and an idle disk", input: in, expr: ex}, fast}
 }
