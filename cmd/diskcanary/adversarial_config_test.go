@@ -115,8 +115,8 @@ func TestAdversarialConfigFileNotRegular(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "diskcanary.yml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	for path, want := range map[string]string{
-		fifo:        "diskcanary: config: " + fifo + ": not a regular file: it is a FIFO\n",
-		"/dev/zero": "diskcanary: config: /dev/zero: not a regular file: it is a character device\n",
+		fifo:        "diskcanary: config: open " + fifo + ": not a regular file: it is a FIFO\n",
+		"/dev/zero": "diskcanary: config: open /dev/zero: not a regular file: it is a character device\n",
 	} {
 		out, code := runRefused(t, "serve", "--config.check", "--config.file", path)
 		require.Equal(t, 1, code, out)

@@ -197,8 +197,8 @@ func TestLoadRefusesAFileThatIsNotRegular(t *testing.T) {
 	big := filepath.Join(dir, "big.yml")
 	require.NoError(t, os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxConfigBytes)), 0o600))
 	for path, want := range map[string]string{
-		fifo:        "config: " + fifo + ": not a regular file: it is a FIFO",
-		"/dev/zero": "config: /dev/zero: not a regular file: it is a character device",
+		fifo:        "config: open " + fifo + ": not a regular file: it is a FIFO",
+		"/dev/zero": "config: open /dev/zero: not a regular file: it is a character device",
 		big:         "config " + big + ": larger than 1048576 bytes; a diskcanary config is a few kilobytes",
 	} {
 		done := make(chan error, 1)

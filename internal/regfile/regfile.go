@@ -13,7 +13,7 @@ import (
 	"syscall"
 )
 
-// ErrNotRegular is wrapped by Read's refusal of a FIFO, device, socket or
+// ErrNotRegular is wrapped (in an *fs.PathError, as os's errors are) by Read's refusal of a FIFO, device, socket or
 // directory.
 var ErrNotRegular = errors.New("not a regular file")
 
@@ -36,14 +36,14 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w: it is %s", path, ErrNotRegular, kind(st.Mode()))
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, kind(st.Mode()))}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w: larger than %d bytes", path, ErrTooLarge, limit)
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: larger than %d bytes", ErrTooLarge, limit)}
 	}
 	return data, nil
 }

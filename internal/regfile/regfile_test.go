@@ -38,9 +38,9 @@ func TestReadRefusesWhatIsNotARegularFile(t *testing.T) {
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	for path, want := range map[string]string{
-		fifo:        fifo + ": not a regular file: it is a FIFO",
-		"/dev/zero": "/dev/zero: not a regular file: it is a character device",
-		dir:         dir + ": not a regular file: it is a directory",
+		fifo:        "open " + fifo + ": not a regular file: it is a FIFO",
+		"/dev/zero": "open /dev/zero: not a regular file: it is a character device",
+		dir:         "open " + dir + ": not a regular file: it is a directory",
 	} {
 		data, err := readWithin(t, path, 1<<20)
 		require.EqualError(t, err, want)
@@ -58,7 +58,7 @@ func TestReadLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0123456789", string(data))
 	data, err = readWithin(t, file, 9)
-	require.EqualError(t, err, file+": too large: larger than 9 bytes")
+	require.EqualError(t, err, "read "+file+": too large: larger than 9 bytes")
 	require.ErrorIs(t, err, ErrTooLarge)
 	require.Nil(t, data)
 	// A symlink to a regular file is a regular file.
