@@ -81,7 +81,9 @@ Exit status (when disks differ, the first that applies wins):
       is set, or a pre-failure attribute is at its threshold
   2   UNKNOWN: a disk could not be read or gave no health verdict (smartctl
       missing, failed or timed out, open failed, asleep under --nocheck, a
-      saved file without health data or unreadable), or there was no disk
+      saved file without health data, unreadable, not a regular file or
+      too large to be smartctl output), reported a value no disk can have (a temperature below
+      -273 °C, a negative count, a ratio out of range), or there was no disk
   3   DEGRADED or WARN: pending, reallocated or media errors, >= 90% wear,
       failed self-tests, device error log entries, an attribute below
       threshold in the past
@@ -243,7 +245,7 @@ func plural(n int, noun string) string {
 // none either: each is noted on stderr and skipped; the latter are counted.
 func readSmartFiles(stderr io.Writer, files []string) (reports []smart.Report, unreadable int) {
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := smart.ReadSaved(file)
 		var r *smart.Result
 		if err == nil {
 			r, err = smart.Parse(data)
