@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,4 +117,65 @@ func TestAdversarialSmartOutOfRangeIsUnknown(t *testing.T) {
 	_, stderr, code := runSmart(t, "--from-json", file)
 	require.Equal(t, smartExitUnknown, code)
 	require.Equal(t, "diskcanary: smart: no file could be read", lines(stderr)[len(lines(stderr))-1])
+}
+
+// TestAdversarialSmartNoDevice (issue 43): with no SMART device (the real
+// --scan-open of a VM with virtio disks) `smart` told root to check that it
+// runs as root, and `smart --json` printed nothing, which jq cannot read.
+// It prints [] and says what the scan found; nothing read is not healthy
+// (exit 2). As root there is no privilege hint
+// (TestAdversarialSmartNoDeviceUnprivileged has it).
+func TestAdversarialSmartNoDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the message without the privilege hint is root's: run as root")
+	}
+	bin := smarttest.Install(t, smarttest.FakeConfig{ScanFixture: smarttest.Fixture("scan-none-vm-v7.3.json")})
+	const msg = "diskcanary: smart: smartctl --scan-open found no device; name a disk to read it (diskcanary smart /dev/sda)"
+	stdout, stderr, code := runSmartWithin(t, "--smartctl", bin, "--json")
+	require.Equal(t, smartExitUnknown, code)
+	require.Equal(t, "[]\n", stdout)
+	require.Equal(t, []string{msg}, lines(stderr))
+	stdout, stderr, code = runSmartWithin(t, "--smartctl", bin)
+	require.Equal(t, smartExitUnknown, code)
+	require.Empty(t, stdout)
+	require.Equal(t, []string{msg}, lines(stderr))
+}
+
+// TestAdversarialSmartNoDeviceUnprivileged: the privilege hint is given
+// where it can be the reason, to a user without the capabilities.
+func TestAdversarialSmartNoDeviceUnprivileged(t *testing.T) {
+	cmd, base := nobodyCmd(t)
+	fixture, err := os.ReadFile(smarttest.Fixture("scan-none-vm-v7.3.json"))
+	require.NoError(t, err)
+	script := "#!/bin/sh\ncat <<'EOF'\n" + string(fixture) + "EOF\n"
+	require.NoError(t, os.WriteFile(filepath.Join(base, "smartctl"), []byte(script), 0o755))
+	cmd.Args = append(cmd.Args, "smart", "--json", "--smartctl", filepath.Join(base, "smartctl"))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	require.Equal(t, smartExitUnknown, cmd.ProcessState.ExitCode(), "%v: %s", err, stderr.String())
+	require.Equal(t, "[]\n", stdout.String())
+	require.Equal(t, "diskcanary: smart: smartctl --scan-open found no device (diskcanary lacks CAP_SYS_RAWIO or CAP_SYS_ADMIN, "+
+		"without which smartctl cannot open a disk: run it as root); name a disk to read it (diskcanary smart /dev/sda)\n", stderr.String())
+}
+
+// TestAdversarialSmartScanCapped: `smart` reads at most the config's limit
+// of the devices a scan lists, like the daemon, and says how many more it
+// left unread; those could be the failing disks, so a run of healthy disks
+// is UNKNOWN (exit 2), not healthy.
+func TestAdversarialSmartScanCapped(t *testing.T) {
+	healthy := smarttest.FakeDevice{Fixture: smarttest.Fixture("nvme-pct-used-51-spare-93-smartctl-exporter.json")}
+	fake := smarttest.FakeConfig{Devices: map[string]smarttest.FakeDevice{}}
+	for i := range 1030 {
+		name := fmt.Sprintf("/dev/nvme%d", i)
+		fake.Scan = append(fake.Scan, map[string]string{"name": name, "type": "nvme", "protocol": "NVMe"})
+		fake.Devices[name] = healthy
+	}
+	bin := smarttest.Install(t, fake)
+	got := smartJSON(t, smartExitUnknown, "--smartctl", bin, "--concurrency", "8")
+	require.Len(t, got, 1024)
+	_, stderr, code := runSmart(t, "--smartctl", bin, "--concurrency", "8")
+	require.Equal(t, smartExitUnknown, code)
+	require.Equal(t, []string{"diskcanary: smart: 0 failing, 0 unknown, 0 degraded or warned, of 1024 disks; " +
+		"6 more devices listed by smartctl --scan-open not read (at most 1024 are; name others as DEVICE)"}, lines(stderr))
 }

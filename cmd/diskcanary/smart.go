@@ -82,8 +82,12 @@ Exit status (when disks differ, the first that applies wins):
   2   UNKNOWN: a disk could not be read or gave no health verdict (smartctl
       missing, failed or timed out, open failed, asleep under --nocheck, a
       saved file without health data, unreadable, not a regular file or
-      too large to be smartctl output), reported a value no disk can have (a temperature below
-      -273 °C, a negative count, a ratio out of range), or there was no disk
+      too large to be smartctl output), or reported a value no disk can
+      have (a temperature below -273 °C, a negative count, a ratio out of
+      range); smartctl --scan-open listed more disks than are read (1024,
+      as in the daemon); or there was no disk: the scan found none (--json
+      prints []), or every --from-json file was --scan output. Nothing
+      read is not healthy, as smartd will not run with no device to watch
   3   DEGRADED or WARN: pending, reallocated or media errors, >= 90% wear,
       failed self-tests, device error log entries, an attribute below
       threshold in the past
@@ -159,17 +163,20 @@ func orList(choices []string) string {
 func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
 	var (
 		reports    []smart.Report
-		unreadable int // --from-json files that hold no smartctl output
+		unreadable int    // --from-json files that hold no smartctl output
+		notRead    int    // scanned devices over the limit, not read
+		noDevice   string // why a live read found no device
 	)
 	if len(f.fromJSON) > 0 {
 		reports, unreadable = readSmartFiles(cmd.ErrOrStderr(), append(f.fromJSON, args...))
 	} else {
-		states, err := f.live(cmd.Context())
+		st, none, err := f.live(cmd.Context())
 		if err != nil {
 			return &exitError{smartExitUnknown, err}
 		}
-		for i := range states {
-			reports = append(reports, smart.NewReport(&states[i]))
+		noDevice, notRead = none, st.ScanDropped
+		for i := range st.Devices {
+			reports = append(reports, smart.NewReport(&st.Devices[i]))
 		}
 	}
 	// Worst signal first; ties by device name, then file, so the order is stable.
@@ -201,11 +208,16 @@ func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
 	} else if len(sorted) > 0 {
 		writeSmartTable(out, sorted, len(f.fromJSON) > 0, f.verbose)
 	}
-	return smartVerdict(severities, unreadable)
+	if noDevice != "" {
+		return &exitError{smartExitUnknown, errors.New(noDevice)}
+	}
+	return smartVerdict(severities, unreadable, notRead)
 }
 
-// smartVerdict is the exit status, with a one-line count for stderr.
-func smartVerdict(worst []smart.Severity, unreadable int) error {
+// smartVerdict is the exit status, with a one-line count for stderr. A
+// file that could not be read, or a scanned device left unread, may be the
+// failing disk: the verdict is then UNKNOWN at best.
+func smartVerdict(worst []smart.Severity, unreadable, notRead int) error {
 	if len(worst) == 0 {
 		if unreadable > 0 {
 			return &exitError{smartExitUnknown, errors.New("smart: no file could be read")}
@@ -213,7 +225,7 @@ func smartVerdict(worst []smart.Severity, unreadable int) error {
 		return &exitError{smartExitUnknown, errors.New("smart: no SMART data in the given files (smartctl --scan output only)")}
 	}
 	all := smart.SeverityOK
-	if unreadable > 0 {
+	if unreadable > 0 || notRead > 0 {
 		all = smart.SeverityUnknown
 	}
 	count := map[int]int{}
@@ -229,6 +241,10 @@ func smartVerdict(worst []smart.Severity, unreadable int) error {
 		count[smartExitFailing], count[smartExitUnknown], count[smartExitDegraded], plural(len(worst), "disk"))
 	if unreadable > 0 {
 		msg += fmt.Sprintf("; %s unreadable", plural(unreadable, "file"))
+	}
+	if notRead > 0 {
+		msg += fmt.Sprintf("; %s listed by smartctl --scan-open not read (at most %d are; name others as DEVICE)",
+			plural(notRead, "more device"), config.MaxSmartDevices)
 	}
 	return &exitError{code, errors.New(msg)}
 }
@@ -276,7 +292,9 @@ func readSmartFiles(stderr io.Writer, files []string) (reports []smart.Report, u
 	return reports, unreadable
 }
 
-func (f *smartFlags) live(parent context.Context) ([]smart.DeviceState, error) {
+// live reads the DEVICE arguments, or what smartctl --scan-open finds;
+// when it finds none, noDevice says so, and what to do.
+func (f *smartFlags) live(parent context.Context) (st smart.Status, noDevice string, err error) {
 	if parent == nil {
 		parent = context.Background()
 	}
@@ -289,14 +307,14 @@ func (f *smartFlags) live(parent context.Context) ([]smart.DeviceState, error) {
 		Concurrency: f.concurrent,
 		NoCheck:     f.nocheck,
 	})
-	st, err := r.CollectOnce(ctx, f.devices)
+	st, err = r.CollectOnce(ctx, f.devices)
 	if err != nil {
-		return nil, err
+		return st, "", err
 	}
 	if len(st.Devices) == 0 {
-		return nil, errors.New("smartctl --scan-open found no devices; name them (diskcanary smart /dev/sda) or check that diskcanary runs as root")
+		return st, "smart: " + r.NoDevice() + "; name a disk to read it (diskcanary smart /dev/sda)", nil
 	}
-	return st.Devices, nil
+	return st, "", nil
 }
 
 func writeSmartTable(out io.Writer, reports []*smart.Report, files, verbose bool) {
