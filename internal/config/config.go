@@ -120,8 +120,8 @@ const (
 
 // Load reads and validates a configuration file.
 func Load(path string) (*Config, error) {
-	// A FIFO or device is refused at once: a FIFO blocked serve and
-	// --config.check for ever, silently.
+	// A FIFO or device is refused at once: opening a FIFO would block
+	// serve and --config.check for ever, silently.
 	data, err := regfile.Read(path, MaxConfigBytes)
 	if errors.Is(err, regfile.ErrTooLarge) {
 		return nil, fmt.Errorf("config %s: %w", path, errTooLarge)
