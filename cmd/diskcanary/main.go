@@ -29,7 +29,8 @@ func init() { runtime.LockOSThread() }
 // as "the disk is bad".
 const exitUsage = 64
 
-// usageErrors makes cmd's flag and argument errors exit with exitUsage.
+// usageErrors makes cmd's flag and argument errors exit with exitUsage;
+// usageErrorsEverywhere applies it to every command.
 func usageErrors(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{exitUsage, err}

@@ -106,7 +106,6 @@ cannot be read may be the one that is dying, so it outranks a degraded one.`,
 			return f.run(cmd, args)
 		},
 	}
-	usageErrors(cmd)
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringSliceVar(&f.fromJSON, "from-json", nil, "read saved smartctl --json output from these files instead of running smartctl (repeatable; remaining arguments are files too)")
