@@ -258,9 +258,11 @@ func (r *Result) ata(raw *rawOutput) {
 				continue
 			}
 			seen[id] = true
-			attr := Attribute{ID: id, Name: a.Name, Value: num(a.Value), Worst: num(a.Worst), Threshold: num(a.Thresh), WhenFailed: a.WhenFailed}
+			// An attribute's numbers are exported as they are, so a huge one
+			// is left out, not made ±Inf (only Health's are checked).
+			attr := Attribute{ID: id, Name: a.Name, Value: known(a.Value), Worst: known(a.Worst), Threshold: known(a.Thresh), WhenFailed: a.WhenFailed}
 			if a.Raw != nil {
-				attr.Raw = num(a.Raw.Value)
+				attr.Raw = known(a.Raw.Value)
 			}
 			r.Attributes = append(r.Attributes, attr)
 			r.ataAttrHealth(&a)
@@ -504,6 +506,8 @@ func firstOf(s ...string) string {
 
 func ptr[T any](v T) *T { return &v }
 
+// num reads a number for Health; a huge one becomes ±Inf, which
+// Health.check then refuses by name.
 func num(v optInt) *float64 {
 	if v.huge {
 		return ptr(math.Inf(int(v.v)))
@@ -512,6 +516,14 @@ func num(v optInt) *float64 {
 		return nil
 	}
 	return ptr(float64(v.v))
+}
+
+// known is num without the huge: a number past int64 is not there.
+func known(v optInt) *float64 {
+	if v.huge {
+		return nil
+	}
+	return num(v)
 }
 
 func percent(v optInt) *float64 {
