@@ -179,3 +179,15 @@ func TestAdversarialSmartScanCapped(t *testing.T) {
 	require.Equal(t, []string{"diskcanary: smart: 0 failing, 0 unknown, 0 degraded or warned, of 1024 disks; " +
 		"6 more devices listed by smartctl --scan-open not read (at most 1024 are; name others as DEVICE)"}, lines(stderr))
 }
+
+// TestSmartJSONIsAnArrayWhenNothingIsRead: with smartctl missing `smart
+// --json` still prints an array, so a pipe into jq reads [] and the exit
+// status says why (2, could not measure).
+func TestSmartJSONIsAnArrayWhenNothingIsRead(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "smartctl")
+	stdout, stderr, code := runSmart(t, "--smartctl", missing, "--json")
+	require.Equal(t, smartExitUnknown, code)
+	require.Equal(t, "[]\n", stdout)
+	require.Equal(t, []string{`diskcanary: smartctl not found (exec: "` + missing + `": stat ` + missing +
+		`: no such file or directory): install smartmontools, or use --from-json`}, lines(stderr))
+}

@@ -171,6 +171,10 @@ func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
 	} else {
 		st, none, err := f.live(cmd.Context())
 		if err != nil {
+			// --json always prints an array, so a pipe into jq never reads nothing.
+			if f.jsonOut {
+				fmt.Fprintln(cmd.OutOrStdout(), "[]")
+			}
 			return &exitError{smartExitUnknown, err}
 		}
 		noDevice, notRead = none, st.ScanDropped

@@ -224,6 +224,9 @@ var (
 // on the way out: those are killed, and a process stuck in the kernel is
 // reaped whenever the kernel lets go of it.
 func (r *Runner) Run(ctx context.Context) {
+	if !r.cfg.Scan && len(r.cfg.Devices) == 0 {
+		r.log.Warn("smart: smart.scan is off and smart.devices lists no device: there is nothing to read")
+	}
 	tick := r.cfg.Interval / 20
 	tick = max(min(tick, time.Second), 50*time.Millisecond)
 	t := time.NewTicker(tick)

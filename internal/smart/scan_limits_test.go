@@ -118,3 +118,15 @@ func TestRunnerLogsWhenTheScanFindsNoDevice(t *testing.T) {
 		require.Equal(t, tc.warning, log.String(), "empty again: warned again")
 	}
 }
+
+// TestRunnerSaysWhenItHasNothingToRead: with the scan off and no device
+// configured, SMART is empty by configuration; the log says so at start.
+func TestRunnerSaysWhenItHasNothingToRead(t *testing.T) {
+	var log bytes.Buffer
+	r := NewRunner(RunnerConfig{Smartctl: smarttest.Install(t, smarttest.FakeConfig{}),
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime}))})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.Run(ctx)
+	require.Equal(t, `level=WARN msg="smart: smart.scan is off and smart.devices lists no device: there is nothing to read"`+"\n", log.String())
+}
