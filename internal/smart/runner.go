@@ -331,7 +331,11 @@ func (r *Runner) scan(ctx context.Context) {
 	switch {
 	case len(devices) == 0 && !r.scanFoundNone:
 		r.scanFoundNone = true
-		r.log.Warn("smart: "+r.NoDevice()+"; SMART series appear when it finds one", "configured_devices", len(r.cfg.Devices))
+		then := "; SMART series appear when it finds one"
+		if len(r.cfg.Devices) > 0 {
+			then = "; only smart.devices are read"
+		}
+		r.log.Warn("smart: "+r.NoDevice()+then, "configured_devices", len(r.cfg.Devices))
 	case len(devices) > 0 && r.scanFoundNone:
 		r.scanFoundNone = false
 		r.log.Info("smart: smartctl --scan-open finds devices again", "count", len(devices))

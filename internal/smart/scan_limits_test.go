@@ -117,6 +117,10 @@ func TestRunnerLogsWhenTheScanFindsNoDevice(t *testing.T) {
 		r.scan(context.Background())
 		require.Equal(t, tc.warning, log.String(), "empty again: warned again")
 	}
+	r, log := scanRunner(t, none, "000001ffffffffff")
+	r.cfg.Devices = []Device{{Name: "/dev/sdb"}}
+	r.scan(context.Background())
+	require.Equal(t, `level=WARN msg="smart: smartctl --scan-open found no device; only smart.devices are read" configured_devices=1`+"\n", log.String())
 }
 
 // TestRunnerSaysWhenItHasNothingToRead: with the scan off and no device
