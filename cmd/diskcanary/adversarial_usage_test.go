@@ -66,3 +66,11 @@ func TestAdversarialUsageErrorsExit64(t *testing.T) {
 		require.Contains(t, out, "Usage:", "%v", args)
 	}
 }
+
+// The root help says what a usage error exits with, for every command.
+func TestRootHelpNamesTheUsageExitStatus(t *testing.T) {
+	out, code, err := runCLI(t, "--help")
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Every command exits 64 (sysexits' EX_USAGE) on a usage error: an unknown\ncommand or flag, a bad value, a wrong number of arguments.\n")
+}

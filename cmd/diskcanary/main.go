@@ -61,7 +61,10 @@ func newRootCmd() *cobra.Command {
 		Long: `diskcanary tells the truth about storage: it runs small fio-style canary probes
 (the etcd WAL pattern: sequential 2300-byte writes + fdatasync; 4 KiB O_DIRECT random
 reads), reads /proc/diskstats the way iostat does and SMART through smartctl --json,
-and exports it all to Prometheus on :9742.`,
+and exports it all to Prometheus on :9742.
+
+Every command exits 64 (sysexits' EX_USAGE) on a usage error: an unknown
+command or flag, a bad value, a wrong number of arguments.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// --version prints what `diskcanary version` prints.
