@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -84,7 +85,7 @@ Exit status (when disks differ, the first that applies wins):
       saved file without health data, unreadable, not a regular file or
       too large to be smartctl output), or reported a value no disk can
       have (a temperature below -273 °C, a negative count, a ratio out of
-      range); smartctl --scan-open listed more disks than are read (1024,
+      range); smartctl --scan-open listed more disks than are read (` + strconv.Itoa(config.MaxSmartDevices) + `,
       as in the daemon); or there was no disk: the scan found none (--json
       prints []), or every --from-json file was --scan output. Nothing
       read is not healthy, as smartd will not run with no device to watch
