@@ -119,6 +119,8 @@ var (
 		"Whether the smartctl binary was found (0: no SMART metrics; install smartmontools).", nil, nil)
 	smartScanSuccessDesc = prometheus.NewDesc(namespace+"_smart_scan_success",
 		"Whether the last smartctl --scan-open discovery succeeded.", nil, nil)
+	smartScanDroppedDesc = prometheus.NewDesc(namespace+"_smart_scan_dropped_devices",
+		"Devices the last smartctl --scan-open listed that are not read, because diskcanary reads at most "+strconv.Itoa(config.MaxSmartDevices)+" (0: every device is read).", nil, nil)
 	smartInfoDesc = smartDesc("smart_device_info", "Identity of a SMART device; always 1.",
 		"protocol", "type", "model", "serial", "firmware", "wwn")
 	smartHealthyDesc = smartDesc("smart_healthy",
@@ -191,6 +193,7 @@ func emitSmartRunner(ch chan<- prometheus.Metric, s smart.Status) {
 	ch <- prometheus.MustNewConstMetric(smartctlAvailableDesc, prometheus.GaugeValue, smartBool(s.SmartctlFound))
 	if s.SmartctlFound {
 		ch <- prometheus.MustNewConstMetric(smartScanSuccessDesc, prometheus.GaugeValue, smartBool(s.ScanSuccess))
+		ch <- prometheus.MustNewConstMetric(smartScanDroppedDesc, prometheus.GaugeValue, float64(s.ScanDropped))
 	}
 }
 

@@ -639,3 +639,14 @@ diskcanary_smartctl_exit_status_bit{bit="smart_command_failed",device="sdc"} 0
 		"diskcanary_smart_selftest_last_result", "diskcanary_smart_selftest_last_age_seconds",
 		"diskcanary_smart_selftest_failed_lba", "diskcanary_smartctl_exit_status_bit"))
 }
+
+// The scan's cap shows as a gauge beside scan_success: how many listed
+// devices are not read (issue 43: a 20,000-device scan).
+func TestSmartScanDroppedDevices(t *testing.T) {
+	c := smartStatusCollector{smart.Status{SmartctlFound: true, ScanSuccess: true, ScanDropped: 18_976}}
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP diskcanary_smart_scan_dropped_devices Devices the last smartctl --scan-open listed that are not read, because diskcanary reads at most 1024 (0: every device is read).
+# TYPE diskcanary_smart_scan_dropped_devices gauge
+diskcanary_smart_scan_dropped_devices 18976
+`), "diskcanary_smart_scan_dropped_devices"))
+}

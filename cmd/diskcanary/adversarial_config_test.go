@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,4 +105,24 @@ func runRefused(t *testing.T, args ...string) (string, int) {
 		t.Fatalf("diskcanary %s was still running after 15 s: the config was accepted\n%s", strings.Join(args, " "), out.String())
 	}
 	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestAdversarialConfigFileNotRegular (issue 43): a --config.file that is a
+// FIFO blocked `serve` and `--config.check` for ever, silently. Both now
+// refuse it at once, as they refuse a bad config (exit 1), and a device
+// the same way; runRefused fails the test if either is still running 15 s on.
+func TestAdversarialConfigFileNotRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "diskcanary.yml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for path, want := range map[string]string{
+		fifo:        "diskcanary: config: open " + fifo + ": not a regular file: it is a FIFO\n",
+		"/dev/zero": "diskcanary: config: open /dev/zero: not a regular file: it is a character device\n",
+	} {
+		out, code := runRefused(t, "serve", "--config.check", "--config.file", path)
+		require.Equal(t, 1, code, out)
+		require.Equal(t, want, out)
+		out, code = runRefused(t, "serve", "--config.file", path, "--web.listen-address", "127.0.0.1:0")
+		require.Equal(t, 1, code, out)
+		require.Equal(t, want, out, "refused before the daemon logs that it starts")
+	}
 }

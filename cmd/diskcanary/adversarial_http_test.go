@@ -295,7 +295,7 @@ func TestAdversarialNeverReadingClients(t *testing.T) {
 	require.Equal(t, 0, strings.Count(string(log), "level=ERROR"), string(log))
 }
 
-// A telemetry path the HTTP mux cannot serve is a usage error (exit 2)
+// A telemetry path the HTTP mux cannot serve is a usage error (exit 64)
 // that says what to use, never a panic.
 func TestAdversarialTelemetryPath(t *testing.T) {
 	for _, c := range []struct{ path, msg string }{
@@ -318,7 +318,7 @@ func TestAdversarialTelemetryPath(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		cancel()
 		require.Error(t, err, "%q", c.path)
-		require.Equal(t, 2, cmd.ProcessState.ExitCode(), "%q: %s", c.path, out)
+		require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%q: %s", c.path, out)
 		require.Equal(t, "diskcanary: "+c.msg+"\n", string(out), "%q", c.path)
 	}
 
@@ -335,10 +335,10 @@ func TestAdversarialTelemetryPath(t *testing.T) {
 	require.Contains(t, body, "diskcanary_build_info{")
 
 	_, code, err = runCLI(t, "serve", "--config.check", "--web.max-connections", "0")
-	require.Equal(t, 2, code)
+	require.Equal(t, exitUsage, code)
 	require.EqualError(t, err, "--web.max-connections 0: must be at least 1 (and above --web.max-requests)")
 	_, code, err = runCLI(t, "serve", "--config.check", "--web.write-timeout", "0s")
-	require.Equal(t, 2, code)
+	require.Equal(t, exitUsage, code)
 	require.EqualError(t, err, "--web.write-timeout 0s: must be positive")
 	require.Equal(t, "512", newServeCmd().Flags().Lookup("web.max-connections").DefValue)
 	require.Equal(t, "30s", newServeCmd().Flags().Lookup("web.write-timeout").DefValue)

@@ -163,3 +163,94 @@ func markedProcesses(marker string) []int {
 	}
 	return pids
 }
+
+// TestAdversarialSmartScanOf20000Devices (issue 43): a smartctl whose
+// --scan-open lists 20,000 devices once gave 340,372 series, a 24.7 MB
+// /metrics, 7-15 s scrapes and 465 MB RSS: the exporter looked down to a
+// Prometheus with the default 10 s timeout. The daemon reads the first
+// 1024 (the limit smart.devices has), exports how many it dropped, and
+// logs it once.
+func TestAdversarialSmartScanOf20000Devices(t *testing.T) {
+	dir := t.TempDir()
+	var scan strings.Builder
+	scan.WriteString(`{"json_format_version":[1,0],"smartctl":{"version":[7,3],"exit_status":0},"devices":[`)
+	for i := range 20_000 {
+		if i > 0 {
+			scan.WriteString(",")
+		}
+		fmt.Fprintf(&scan, `{"name":"/dev/bus/%d","info_name":"/dev/bus/%d [megaraid_disk_%02d] [SAT]","type":"sat+megaraid,%d","protocol":"ATA"}`, i/100, i/100, i%100, i%100)
+	}
+	scan.WriteString("]}\n")
+	scanFile := filepath.Join(dir, "scan.json")
+	require.NoError(t, os.WriteFile(scanFile, []byte(scan.String()), 0o644))
+	// Device reads fail fast, as for a disk gone from the controller.
+	script := `case "$*" in *--scan-open*) cat ` + scanFile + `; exit 0;; esac
+echo '{"json_format_version":[1,0],"smartctl":{"version":[7,3],"messages":[{"string":"No such device","severity":"error"}],"exit_status":2}}'
+exit 2
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "smartctl"), []byte("#!/bin/sh\n"+script), 0o755))
+	cfgFile := filepath.Join(dir, "diskcanary.yml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("smart:\n  enabled: true\n  scan: true\n  interval: 1h\n  concurrency: 4\n"), 0o600))
+	addr := testenv.FreeAddr(t)
+	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfgFile, "--web.listen-address", addr,
+		"--no-collector.probes", "--no-collector.diskstats")
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	daemon := testenv.StartCmd(t, cmd)
+	daemon.WaitListening(t, addr, 20*time.Second)
+
+	var metrics string
+	require.Eventually(t, func() bool {
+		_, body, err := get("http://" + addr + "/metrics")
+		metrics = body
+		return err == nil && strings.Contains(body, "diskcanary_smart_collect_success{")
+	}, 30*time.Second, 100*time.Millisecond, "the first scan's devices (one lock sets them and the dropped count)")
+	start := time.Now()
+	code, metrics, err := get("http://" + addr + "/metrics")
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.Equal(t, 200, code)
+	t.Logf("/metrics after the scan: %d bytes, %d lines, in %v; daemon RSS %d kB",
+		len(metrics), strings.Count(metrics, "\n"), took, procStatusKB(t, daemon.Cmd.Process.Pid, "VmRSS"))
+	require.Contains(t, metrics, "diskcanary_smart_scan_dropped_devices 18976\n")
+	require.Equal(t, 1024, strings.Count(metrics, "diskcanary_smart_collect_success{"))
+	require.Contains(t, metrics, `diskcanary_smart_collect_success{device="bus/10:sat+megaraid,23"}`, "the 1024th device is read")
+	require.NotContains(t, metrics, `device="bus/10:sat+megaraid,24"`, "the 1025th is not")
+
+	log, err := os.ReadFile(daemon.Log)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(log), "listed more devices than diskcanary reads"), string(log))
+	require.Contains(t, string(log), `limit=1024 dropped=18976 first_dropped="/dev/bus/10;sat+megaraid,24 /dev/bus/10;sat+megaraid,25 /dev/bus/10;sat+megaraid,26 /dev/bus/10;sat+megaraid,27 /dev/bus/10;sat+megaraid,28"`)
+}
+
+// TestAdversarialServeLogsNoSmartDevice (issue 43): serve said nothing when
+// smartctl --scan-open found no device (the real output of a VM with
+// virtio disks); it warns once.
+func TestAdversarialServeLogsNoSmartDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the warning without the privilege hint is root's: run as root")
+	}
+	dir := t.TempDir()
+	scans := filepath.Join(dir, "scans")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "smartctl"),
+		[]byte("#!/bin/sh\necho \"$*\" >> "+scans+"\ncat "+smarttest.Fixture("scan-none-vm-v7.3.json")+"\n"), 0o755))
+	cfgFile := filepath.Join(dir, "diskcanary.yml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("smart:\n  enabled: true\n  scan: true\n  rescan_interval: 10s\n  vanished_after: 10s\n"), 0o600))
+	addr := testenv.FreeAddr(t)
+	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfgFile, "--web.listen-address", addr,
+		"--no-collector.probes", "--no-collector.diskstats")
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	daemon := testenv.StartCmd(t, cmd)
+	daemon.WaitListening(t, addr, 20*time.Second)
+	const warning = `msg="smart: smartctl --scan-open found no device; SMART series appear when it finds one" configured_devices=0`
+	// The second scan, 10 s after the first, finds nothing again and says
+	// nothing; a third would come 10 s later still.
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(scans)
+		return strings.Count(string(data), "--scan-open") >= 2
+	}, 40*time.Second, 50*time.Millisecond, "two scans")
+	time.Sleep(time.Second) // the second scan's output is parsed and its log written
+	log, err := os.ReadFile(daemon.Log)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(log), "found no device"), string(log))
+	require.Contains(t, string(log), warning)
+}

@@ -123,7 +123,6 @@ Exit status:
 			return f.run(cmd, dir)
 		},
 	}
-	usageErrors(cmd)
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringVar(&f.profile, "profile", probes.ProfileEtcd, "etcd (paced like etcd), fio-etcd (back to back, fio's recipe), randread, or all three")

@@ -114,7 +114,7 @@ func parseIostatArgs(args []string) (devices []string, interval time.Duration, c
 func (f *iostatFlags) run(ctx context.Context, out, errOut io.Writer, args []string) error {
 	devices, interval, count, err := parseIostatArgs(args)
 	if err != nil {
-		return err
+		return &exitError{exitUsage, err}
 	}
 	var tracer *requestTracer
 	if f.latency {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
@@ -28,7 +29,8 @@ func init() { runtime.LockOSThread() }
 // as "the disk is bad".
 const exitUsage = 64
 
-// usageErrors makes cmd's flag and argument errors exit with exitUsage.
+// usageErrors makes cmd's flag and argument errors exit with exitUsage;
+// usageErrorsEverywhere applies it to every command.
 func usageErrors(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{exitUsage, err}
@@ -59,7 +61,10 @@ func newRootCmd() *cobra.Command {
 		Long: `diskcanary tells the truth about storage: it runs small fio-style canary probes
 (the etcd WAL pattern: sequential 2300-byte writes + fdatasync; 4 KiB O_DIRECT random
 reads), reads /proc/diskstats the way iostat does and SMART through smartctl --json,
-and exports it all to Prometheus on :9742.`,
+and exports it all to Prometheus on :9742.
+
+Every command exits 64 (sysexits' EX_USAGE) on a usage error: an unknown
+command or flag, a bad value, a wrong number of arguments.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// --version prints what `diskcanary version` prints.
@@ -68,7 +73,52 @@ and exports it all to Prometheus on :9742.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newServeCmd(), newCheckCmd(), newIostatCmd(), newSmartCmd(), newVersionCmd(), newManCmd())
 	registerCompletions(root)
+	usageErrorsEverywhere(root)
 	return root
+}
+
+// usageErrorsEverywhere makes every command's usage errors exit with
+// exitUsage, cobra's own commands (help, completion) and the root's unknown
+// command included: cobra returns 1 for these, which for check and smart
+// reads as a failing disk, so a typo in a CI gate would page someone.
+func usageErrorsEverywhere(root *cobra.Command) {
+	root.SuggestionsMinimumDistance = 2 // cobra's own default
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	// cobra answers an unknown word after a command that only groups others
+	// with that command's help and exit 0; a Run makes it check the args.
+	root.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		err := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			err += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return errors.New(err)
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && !c.Runnable() {
+			if c.Args == nil {
+				c.Args = cobra.NoArgs
+			}
+			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
+		if c.Name() == "help" {
+			c.Args = func(c *cobra.Command, args []string) error {
+				if cmd, rest, err := c.Root().Find(args); err != nil || cmd == nil || len(rest) > 0 {
+					return fmt.Errorf("unknown help topic %q", strings.Join(args, " "))
+				}
+				return nil
+			}
+		}
+		usageErrors(c)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 func main() {

@@ -135,7 +135,7 @@ func (f *serveFlags) loadConfig(cmd *cobra.Command) (*config.Config, map[string]
 	// are exclusive, as in the file).
 	if inc, exc := cmd.Flags().Changed("collector.diskstats.device-include"), cmd.Flags().Changed("collector.diskstats.device-exclude"); inc || exc {
 		if inc && exc {
-			return nil, nil, fmt.Errorf("--collector.diskstats.device-include and --collector.diskstats.device-exclude are mutually exclusive")
+			return nil, nil, &exitError{exitUsage, fmt.Errorf("--collector.diskstats.device-include and --collector.diskstats.device-exclude are mutually exclusive")}
 		}
 		c.Diskstats.DeviceInclude, c.Diskstats.DeviceExclude = f.deviceInclude, f.deviceExclude
 		overridden = true
@@ -171,11 +171,11 @@ func (f *serveFlags) logger() (*slog.Logger, error) {
 
 func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.checkWebFlags(); err != nil {
-		return &exitError{2, err}
+		return &exitError{exitUsage, err}
 	}
 	logger, err := f.logger()
 	if err != nil {
-		return err
+		return &exitError{exitUsage, err}
 	}
 	c, enabled, err := f.loadConfig(cmd)
 	if err != nil {
@@ -355,6 +355,17 @@ func preflight(c *config.Config, warn io.Writer) error {
 // checkWebFlags refuses web flag values that would panic or make the
 // daemon unreachable, before anything starts.
 func (f *serveFlags) checkWebFlags() error {
+	// An empty address (a unit's unset variable) would listen nowhere and
+	// exit 0 at once, which Restart=on-failure does not restart. pflag
+	// reads --web.listen-address '' as no address at all.
+	if len(f.listen) == 0 {
+		f.listen = []string{""}
+	}
+	for _, a := range f.listen {
+		if strings.TrimSpace(a) == "" {
+			return fmt.Errorf("--web.listen-address %q: empty; give HOST:PORT or :PORT (default :9742)", a)
+		}
+	}
 	if err := checkTelemetryPath(f.telemetryPath); err != nil {
 		return fmt.Errorf("--web.telemetry-path %q: %w", f.telemetryPath, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -81,7 +82,13 @@ Exit status (when disks differ, the first that applies wins):
       is set, or a pre-failure attribute is at its threshold
   2   UNKNOWN: a disk could not be read or gave no health verdict (smartctl
       missing, failed or timed out, open failed, asleep under --nocheck, a
-      saved file without health data or unreadable), or there was no disk
+      saved file without health data, unreadable, not a regular file or
+      too large to be smartctl output), or reported a value no disk can
+      have (a temperature below -273 °C, a negative count, a ratio out of
+      range); smartctl --scan-open listed more disks than are read (` + strconv.Itoa(config.MaxSmartDevices) + `,
+      as in the daemon); or there was no disk: the scan found none (--json
+      prints []), or every --from-json file was --scan output. Nothing
+      read is not healthy, as smartd will not run with no device to watch
   3   DEGRADED or WARN: pending, reallocated or media errors, >= 90% wear,
       failed self-tests, device error log entries, an attribute below
       threshold in the past
@@ -100,7 +107,6 @@ cannot be read may be the one that is dying, so it outranks a degraded one.`,
 			return f.run(cmd, args)
 		},
 	}
-	usageErrors(cmd)
 	fl := cmd.Flags()
 	fl.SortFlags = false
 	fl.StringSliceVar(&f.fromJSON, "from-json", nil, "read saved smartctl --json output from these files instead of running smartctl (repeatable; remaining arguments are files too)")
@@ -157,17 +163,24 @@ func orList(choices []string) string {
 func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
 	var (
 		reports    []smart.Report
-		unreadable int // --from-json files that hold no smartctl output
+		unreadable int    // --from-json files that hold no smartctl output
+		notRead    int    // scanned devices over the limit, not read
+		noDevice   string // why a live read found no device
 	)
 	if len(f.fromJSON) > 0 {
 		reports, unreadable = readSmartFiles(cmd.ErrOrStderr(), append(f.fromJSON, args...))
 	} else {
-		states, err := f.live(cmd.Context())
+		st, none, err := f.live(cmd.Context())
 		if err != nil {
+			// --json always prints an array, so a pipe into jq never reads nothing.
+			if f.jsonOut {
+				fmt.Fprintln(cmd.OutOrStdout(), "[]")
+			}
 			return &exitError{smartExitUnknown, err}
 		}
-		for i := range states {
-			reports = append(reports, smart.NewReport(&states[i]))
+		noDevice, notRead = none, st.ScanDropped
+		for i := range st.Devices {
+			reports = append(reports, smart.NewReport(&st.Devices[i]))
 		}
 	}
 	// Worst signal first; ties by device name, then file, so the order is stable.
@@ -199,11 +212,16 @@ func (f *smartFlags) run(cmd *cobra.Command, args []string) error {
 	} else if len(sorted) > 0 {
 		writeSmartTable(out, sorted, len(f.fromJSON) > 0, f.verbose)
 	}
-	return smartVerdict(severities, unreadable)
+	if noDevice != "" {
+		return &exitError{smartExitUnknown, errors.New(noDevice)}
+	}
+	return smartVerdict(severities, unreadable, notRead)
 }
 
-// smartVerdict is the exit status, with a one-line count for stderr.
-func smartVerdict(worst []smart.Severity, unreadable int) error {
+// smartVerdict is the exit status, with a one-line count for stderr. A
+// file that could not be read, or a scanned device left unread, may be the
+// failing disk: the verdict is then UNKNOWN at best.
+func smartVerdict(worst []smart.Severity, unreadable, notRead int) error {
 	if len(worst) == 0 {
 		if unreadable > 0 {
 			return &exitError{smartExitUnknown, errors.New("smart: no file could be read")}
@@ -211,7 +229,7 @@ func smartVerdict(worst []smart.Severity, unreadable int) error {
 		return &exitError{smartExitUnknown, errors.New("smart: no SMART data in the given files (smartctl --scan output only)")}
 	}
 	all := smart.SeverityOK
-	if unreadable > 0 {
+	if unreadable > 0 || notRead > 0 {
 		all = smart.SeverityUnknown
 	}
 	count := map[int]int{}
@@ -228,6 +246,10 @@ func smartVerdict(worst []smart.Severity, unreadable int) error {
 	if unreadable > 0 {
 		msg += fmt.Sprintf("; %s unreadable", plural(unreadable, "file"))
 	}
+	if notRead > 0 {
+		msg += fmt.Sprintf("; %s listed by smartctl --scan-open not read (at most %d are; name others as DEVICE)",
+			plural(notRead, "more device"), config.MaxSmartDevices)
+	}
 	return &exitError{code, errors.New(msg)}
 }
 
@@ -243,7 +265,7 @@ func plural(n int, noun string) string {
 // none either: each is noted on stderr and skipped; the latter are counted.
 func readSmartFiles(stderr io.Writer, files []string) (reports []smart.Report, unreadable int) {
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := smart.ReadSaved(file)
 		var r *smart.Result
 		if err == nil {
 			r, err = smart.Parse(data)
@@ -274,7 +296,9 @@ func readSmartFiles(stderr io.Writer, files []string) (reports []smart.Report, u
 	return reports, unreadable
 }
 
-func (f *smartFlags) live(parent context.Context) ([]smart.DeviceState, error) {
+// live reads the DEVICE arguments, or what smartctl --scan-open finds;
+// when it finds none, noDevice says so, and what to do.
+func (f *smartFlags) live(parent context.Context) (st smart.Status, noDevice string, err error) {
 	if parent == nil {
 		parent = context.Background()
 	}
@@ -287,14 +311,14 @@ func (f *smartFlags) live(parent context.Context) ([]smart.DeviceState, error) {
 		Concurrency: f.concurrent,
 		NoCheck:     f.nocheck,
 	})
-	st, err := r.CollectOnce(ctx, f.devices)
+	st, err = r.CollectOnce(ctx, f.devices)
 	if err != nil {
-		return nil, err
+		return st, "", err
 	}
 	if len(st.Devices) == 0 {
-		return nil, errors.New("smartctl --scan-open found no devices; name them (diskcanary smart /dev/sda) or check that diskcanary runs as root")
+		return st, "smart: " + r.NoDevice() + "; name a disk to read it (diskcanary smart /dev/sda)", nil
 	}
-	return st.Devices, nil
+	return st, "", nil
 }
 
 func writeSmartTable(out io.Writer, reports []*smart.Report, files, verbose bool) {

@@ -33,8 +33,9 @@ const (
 	// directories with the default wal + randread pair: more disks than a
 	// 60-bay storage server has.
 	MaxProbeTargets = 128
-	// MaxSmartDevices bounds smart.devices (an entry costs a goroutine and
-	// its state, never a thread: smartctl runs are bounded by concurrency).
+	// MaxSmartDevices bounds smart.devices, and what the SMART runner reads
+	// from a smartctl --scan-open (a device costs a goroutine, its state and
+	// ~17 series, never a thread: smartctl runs are bounded by concurrency).
 	MaxSmartDevices = 1024
 	// MaxConfigBytes bounds the file itself, so Load never reads a hostile
 	// file into memory; the largest sane config is a few kilobytes.

@@ -9,12 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/diskcanary/diskcanary/internal/regfile"
 )
 
 // Default is the embedded configuration `diskcanary serve` runs with when no
@@ -129,12 +130,12 @@ func (p Probe) SamplesPer(window time.Duration) float64 {
 
 // Load reads and validates a configuration file.
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	// A FIFO or device is refused at once: opening a FIFO would block
+	// serve and --config.check for ever, silently.
+	data, err := regfile.Read(path, MaxConfigBytes)
+	if errors.Is(err, regfile.ErrTooLarge) {
+		return nil, fmt.Errorf("config %s: %w", path, errTooLarge)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -145,10 +146,12 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+var errTooLarge = fmt.Errorf("larger than %d bytes; a diskcanary config is a few kilobytes", MaxConfigBytes)
+
 // Parse decodes YAML strictly (unknown keys are errors), applies defaults and validates.
 func Parse(data []byte) (*Config, error) {
 	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes; a diskcanary config is a few kilobytes", MaxConfigBytes)
+		return nil, errTooLarge
 	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,4 +186,32 @@ func TestConfigSizesTakeFioSpellings(t *testing.T) {
 	require.EqualValues(t, 4096, p.BlockSize)
 	require.EqualValues(t, 1<<30, p.WorkingSet)
 	require.EqualValues(t, 22<<20, p.MinFree)
+}
+
+// TestLoadRefusesAFileThatIsNotRegular (issue 43): a config path that is a
+// FIFO once blocked Load for ever in open(2); a device is refused too, and
+// a regular file over MaxConfigBytes still is, with Parse's wording.
+func TestLoadRefusesAFileThatIsNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "diskcanary.yml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	big := filepath.Join(dir, "big.yml")
+	require.NoError(t, os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxConfigBytes)), 0o600))
+	for path, want := range map[string]string{
+		fifo:        "config: open " + fifo + ": not a regular file: it is a FIFO",
+		"/dev/zero": "config: open /dev/zero: not a regular file: it is a character device",
+		big:         "config " + big + ": larger than 1048576 bytes; a diskcanary config is a few kilobytes",
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Load(path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.EqualError(t, err, want)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Load(%s) still blocked after 5 s", path)
+		}
+	}
 }

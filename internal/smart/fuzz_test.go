@@ -26,6 +26,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"smartctl":{"exit_status":3},"device":{"protocol":"ATA"},"ata_smart_attributes":{"table":[{"id":5},{"id":5},{"id":"x"},{"id":1e400}]}}`))
 	f.Add([]byte(`{"smartctl":{},"device":{"protocol":"NVMe"},"nvme_smart_health_information_log":{"critical_warning":-1,"percentage_used":1e30}}`))
+	f.Add([]byte(`{"smartctl":{},"device":{"protocol":"ATA"},"temperature":{"current":-1e400},"ata_smart_attributes":{"table":[{"id":5,"value":1e400,"raw":{"value":1e30,"string":"x"}}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ParseScan(data)
 		r, err := Parse(data)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -103,6 +104,10 @@ type Result struct {
 	// Errors are smartctl's own error messages and what the parser could not
 	// read; a result with errors can still carry data.
 	Errors []string
+	// Invalid are the values no disk can report (Health.check), each left
+	// unset; they are among Errors too. A disk that reports one has no
+	// trustworthy verdict: its report is UNKNOWN.
+	Invalid []string
 }
 
 // Standby reports whether smartctl skipped the device because it was in a low-power mode.
@@ -184,12 +189,14 @@ func normalise(raw *rawOutput) *Result {
 			h.TemperatureCriticalCelsius = nonZero(t.LimitMax)
 		}
 	}
-	if p := raw.PowerOnTime; p != nil && p.Hours.ok {
-		s := float64(p.Hours.v) * 3600
-		if p.Minutes.ok {
-			s += float64(p.Minutes.v) * 60
+	if p := raw.PowerOnTime; p != nil {
+		if hours := num(p.Hours); hours != nil {
+			s := *hours * 3600
+			if m := num(p.Minutes); m != nil {
+				s += *m * 60
+			}
+			h.PowerOnSeconds = &s
 		}
-		h.PowerOnSeconds = &s
 	}
 	h.PowerCycles = num(raw.PowerCycleCount)
 
@@ -204,17 +211,19 @@ func normalise(raw *rawOutput) *Result {
 		r.scsi(raw)
 	}
 	// smartctl 7.5's own normalisation wins over the tables where present.
-	if e := raw.EnduranceUsed; e != nil && e.Current.ok {
+	if e := raw.EnduranceUsed; e != nil && e.Current.present() {
 		h.WearUsedRatio = percent(e.Current)
 	}
-	if s := raw.SpareAvailable; s != nil && s.Current.ok {
+	if s := raw.SpareAvailable; s != nil && s.Current.present() {
 		h.AvailableSpareRatio = percent(s.Current)
-		if s.Threshold.ok {
+		if s.Threshold.present() {
 			h.AvailableSpareThresholdRatio = percent(s.Threshold)
 		}
 	}
 	r.selfTests(raw)
 	r.progress(raw)
+	r.Invalid = h.check()
+	r.Errors = append(r.Errors, r.Invalid...)
 	return r
 }
 
@@ -249,9 +258,11 @@ func (r *Result) ata(raw *rawOutput) {
 				continue
 			}
 			seen[id] = true
-			attr := Attribute{ID: id, Name: a.Name, Value: num(a.Value), Worst: num(a.Worst), Threshold: num(a.Thresh), WhenFailed: a.WhenFailed}
+			// An attribute's numbers are exported as they are, so a huge one
+			// is left out, not made ±Inf (only Health's are checked).
+			attr := Attribute{ID: id, Name: a.Name, Value: known(a.Value), Worst: known(a.Worst), Threshold: known(a.Thresh), WhenFailed: a.WhenFailed}
 			if a.Raw != nil {
-				attr.Raw = num(a.Raw.Value)
+				attr.Raw = known(a.Raw.Value)
 			}
 			r.Attributes = append(r.Attributes, attr)
 			r.ataAttrHealth(&a)
@@ -262,14 +273,14 @@ func (r *Result) ata(raw *rawOutput) {
 	if ds := raw.ATADevStats; ds != nil {
 		for _, p := range ds.Pages {
 			for _, it := range p.Table {
-				if !it.Value.ok || (it.Flags.Valid.ok && !it.Flags.Valid.v) {
+				if !it.Value.present() || (it.Flags.Valid.ok && !it.Flags.Valid.v) {
 					continue
 				}
 				switch {
 				case p.Number == 7 && it.Offset == 8: // Percentage Used Endurance Indicator
-					h.WearUsedRatio = ptr(float64(it.Value.v) / 100)
+					h.WearUsedRatio = percent(it.Value)
 				case p.Number == 4 && it.Offset == 8 && h.MediaErrors == nil: // Number of Reported Uncorrectable Errors
-					h.MediaErrors = ptr(float64(it.Value.v))
+					h.MediaErrors = num(it.Value)
 				}
 			}
 		}
@@ -380,8 +391,8 @@ func (r *Result) nvme(raw *rawOutput) {
 	if h.TemperatureCelsius == nil {
 		h.TemperatureCelsius = nonZero(l.Temperature)
 	}
-	if h.PowerOnSeconds == nil && l.PowerOnHours.ok {
-		h.PowerOnSeconds = ptr(float64(l.PowerOnHours.v) * 3600)
+	if v := num(l.PowerOnHours); h.PowerOnSeconds == nil && v != nil {
+		h.PowerOnSeconds = ptr(*v * 3600)
 	}
 	if h.PowerCycles == nil {
 		h.PowerCycles = num(l.PowerCycles)
@@ -394,11 +405,11 @@ func (r *Result) nvme(raw *rawOutput) {
 		h.CriticalWarning = ptr(int(l.CriticalWarning.v & 0xff))
 	}
 	// A data unit is 1,000 512-byte units (NVMe base spec, SMART log).
-	if l.DataUnitsRead.ok {
-		h.ReadBytes = ptr(float64(l.DataUnitsRead.v) * 512_000)
+	if v := num(l.DataUnitsRead); v != nil {
+		h.ReadBytes = ptr(*v * 512_000)
 	}
-	if l.DataUnitsWritten.ok {
-		h.WrittenBytes = ptr(float64(l.DataUnitsWritten.v) * 512_000)
+	if v := num(l.DataUnitsWritten); v != nil {
+		h.WrittenBytes = ptr(*v * 512_000)
 	}
 	h.UnsafeShutdowns = num(l.UnsafeShutdowns)
 	h.ErrorLogEntries = num(l.ErrorLogEntries)
@@ -434,12 +445,12 @@ func (r *Result) scsi(raw *rawOutput) {
 			if h.SCSIErrors == nil {
 				h.SCSIErrors = map[[2]string]float64{}
 			}
-			if c.c.TotalCorrected.ok {
-				h.SCSIErrors[[2]string{c.op, "corrected"}] = float64(c.c.TotalCorrected.v)
+			if v := num(c.c.TotalCorrected); v != nil {
+				h.SCSIErrors[[2]string{c.op, "corrected"}] = *v
 			}
-			if c.c.TotalUncorrected.ok {
-				h.SCSIErrors[[2]string{c.op, "uncorrected"}] = float64(c.c.TotalUncorrected.v)
-				sum += float64(c.c.TotalUncorrected.v)
+			if v := num(c.c.TotalUncorrected); v != nil {
+				h.SCSIErrors[[2]string{c.op, "uncorrected"}] = *v
+				sum += *v
 				any = true
 			}
 		}
@@ -495,26 +506,39 @@ func firstOf(s ...string) string {
 
 func ptr[T any](v T) *T { return &v }
 
+// num reads a number for Health; a huge one becomes ±Inf, which
+// Health.check then refuses by name.
 func num(v optInt) *float64 {
+	if v.huge {
+		return ptr(math.Inf(int(v.v)))
+	}
 	if !v.ok {
 		return nil
 	}
 	return ptr(float64(v.v))
 }
 
-func percent(v optInt) *float64 {
-	if !v.ok {
+// known is num without the huge: a number past int64 is not there.
+func known(v optInt) *float64 {
+	if v.huge {
 		return nil
 	}
-	return ptr(float64(v.v) / 100)
+	return num(v)
+}
+
+func percent(v optInt) *float64 {
+	if p := num(v); p != nil {
+		return ptr(*p / 100)
+	}
+	return nil
 }
 
 // nonZero treats a temperature of exactly 0 °C as not reported: SCSI log
 // pages and some SSDs (Crucial m4, RAID volumes) return 0 when they have no
 // sensor, and no disk in service runs at 0 °C.
 func nonZero(v optInt) *float64 {
-	if !v.ok || v.v == 0 {
+	if v.ok && v.v == 0 {
 		return nil
 	}
-	return ptr(float64(v.v))
+	return num(v)
 }

@@ -340,3 +340,37 @@ func TestWearFromRawLifeLeft(t *testing.T) {
 		require.InDelta(t, tc.want, *r.Health.WearUsedRatio, 1e-9, tc.name)
 	}
 }
+
+// TestParseImpossibleValues: a value no disk can report is unset and named
+// in Invalid (and Errors), in Health's field order; an attribute's huge
+// raw value is left out, never ±Inf.
+func TestParseImpossibleValues(t *testing.T) {
+	r, err := Parse([]byte(`{"smartctl":{"exit_status":0},"device":{"name":"/dev/sda","protocol":"ATA"},"smart_status":{"passed":true},
+		"temperature":{"current":-1e400,"op_limit_max":70},"power_cycle_count":-3,"power_on_time":{"hours":12},
+		"ata_smart_attributes":{"table":[{"id":5,"name":"Reallocated_Sector_Ct","value":1e400,"raw":{"value":1e30,"string":"x"}},
+		{"id":197,"name":"Current_Pending_Sector","value":100,"raw":{"value":7,"string":"7"}}]}}`))
+	require.NoError(t, err)
+	want := []string{
+		"invalid value ignored: temperature_celsius is beyond any number a disk reports",
+		"invalid value ignored: power_cycles -3 is below 0",
+		"invalid value ignored: reallocated_sectors is beyond any number a disk reports",
+	}
+	require.Equal(t, want, r.Invalid)
+	require.Equal(t, want, r.Errors)
+	require.Nil(t, r.Health.TemperatureCelsius)
+	require.Nil(t, r.Health.PowerCycles)
+	require.Nil(t, r.Health.ReallocatedSectors)
+	require.Equal(t, 70.0, *r.Health.TemperatureMaxOperatingCelsius)
+	require.Equal(t, 43200.0, *r.Health.PowerOnSeconds)
+	require.Equal(t, 7.0, *r.Health.PendingSectors)
+	require.Nil(t, r.Attributes[0].Value)
+	require.Nil(t, r.Attributes[0].Raw)
+
+	st := StateFromResult(r)
+	rep := NewReport(&st)
+	require.Equal(t, SeverityUnknown, rep.Worst())
+	require.Equal(t, []Signal{
+		{SeverityUnknown, want[0]}, {SeverityUnknown, want[1]}, {SeverityUnknown, want[2]},
+		{SeverityDegraded, "7 pending sectors"},
+	}, rep.Signals())
+}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/regfile"
 )
 
 // lookPath resolves the smartctl binary as the process runner will start it.
@@ -24,7 +26,14 @@ func lookPath(file string) (string, error) { return exec.LookPath(file) }
 
 // maxOutput bounds what is kept of smartctl's stdout: the largest real
 // --xall output is ~200 KB, and a misbehaving binary must not eat memory.
+// A saved output (ReadSaved) is held to the same bound.
 const maxOutput = 4 << 20
+
+// ReadSaved reads a saved `smartctl --json` output (`diskcanary smart
+// --from-json`): a regular file of at most maxOutput bytes, what a live
+// run's stdout may be. A FIFO would block the read for ever and /dev/zero
+// fill memory; both are refused before a byte is read.
+func ReadSaved(path string) ([]byte, error) { return regfile.Read(path, maxOutput) }
 
 type execResult struct {
 	stdout   []byte

@@ -2,6 +2,8 @@ package smart
 
 import (
 	"bytes"
+	"errors"
+	"math"
 	"strconv"
 )
 
@@ -253,20 +255,30 @@ type rawEnvTemp struct {
 type optInt struct {
 	v  int64
 	ok bool
+	// huge marks a number beyond ±9.2e18, which no disk counter reaches:
+	// num and the other readers turn it into ±Inf, which Health.check
+	// refuses by name, rather than dropping it as if it were not there.
+	huge bool
 }
+
+// present: the field holds a number (ok), possibly a huge one.
+func (o optInt) present() bool { return o.ok || o.huge }
 
 func (o *optInt) UnmarshalJSON(b []byte) error {
 	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
 		*o = optInt{v: v, ok: true}
 		return nil
 	}
-	// smartctl prints integers, but large unsigned counters (NVMe data units)
-	// may exceed int64 or come as 1.5e+20: keep them approximately.
-	if f, err := strconv.ParseFloat(string(b), 64); err == nil && f >= -9.2e18 && f <= 9.2e18 {
+	// smartctl prints integers, but a float (1.5e+3) is still a number.
+	f, err := strconv.ParseFloat(string(b), 64)
+	switch {
+	case err == nil && f >= -9.2e18 && f <= 9.2e18:
 		*o = optInt{v: int64(f), ok: true}
-		return nil
+	case err == nil || errors.Is(err, strconv.ErrRange):
+		*o = optInt{huge: true, v: int64(math.Copysign(1, f))}
+	default:
+		*o = optInt{}
 	}
-	*o = optInt{}
 	return nil
 }
 

@@ -35,6 +35,9 @@ type Report struct {
 	// device name alone is ambiguous: every host has an sda). Table only:
 	// docs/contract.md's --json object is a closed set of keys.
 	Source string `json:"-"`
+	// Invalid are the values the result had that no disk can report
+	// (Result.Invalid); they are among Errors too, and make it UNKNOWN.
+	Invalid []string `json:"-"`
 }
 
 // NewReport builds a device's report from its state: the last result with
@@ -48,6 +51,7 @@ func NewReport(st *DeviceState) Report {
 		rep.Healthy, rep.TemperatureCelsius, rep.PowerOnSeconds, rep.PowerCycles = h.Healthy, h.TemperatureCelsius, h.PowerOnSeconds, h.PowerCycles
 		rep.WearUsedRatio, rep.MediaErrors, rep.ReallocatedSectors, rep.PendingSectors = h.WearUsedRatio, h.MediaErrors, h.ReallocatedSectors, h.PendingSectors
 		rep.AvailableSpare, rep.CriticalWarning = h.AvailableSpareRatio, h.CriticalWarning
+		rep.Invalid = r.Invalid
 	}
 	if st.ExitStatus >= 0 {
 		rep.SmartctlExitStatus = ptr(int(st.ExitStatus))
@@ -154,9 +158,20 @@ func (rep *Report) Signals() []Signal {
 	if bits["smart_command_failed"] {
 		add(SeverityInfo, "a SMART command failed; some values may be missing")
 	}
+	// A value no disk can report: what else the disk says is not trusted.
+	invalid := map[string]bool{}
+	for _, e := range rep.Invalid {
+		add(SeverityUnknown, "%s", e)
+		invalid[e] = true
+	}
 	// Whether there is a verdict at all. The first error says why not, so
 	// it joins that line; every other error follows on its own.
-	errs := rep.Errors
+	var errs []string
+	for _, e := range rep.Errors {
+		if !invalid[e] {
+			errs = append(errs, e)
+		}
+	}
 	because := func() string {
 		if len(errs) == 0 {
 			return ""
@@ -166,7 +181,7 @@ func (rep *Report) Signals() []Signal {
 		return ": " + e
 	}
 	noData := rep.SmartctlExitStatus != nil && ExitStatus(*rep.SmartctlExitStatus).NoData() ||
-		rep.SmartctlExitStatus == nil && len(rep.Errors) > 0
+		rep.SmartctlExitStatus == nil && len(errs) > 0
 	switch {
 	case rep.Standby && rep.Healthy == nil:
 		add(SeverityUnknown, "in standby, left asleep: no health verdict (--nocheck never reads it)")

@@ -89,6 +89,9 @@ type Status struct {
 	SmartctlPath  string
 	// ScanSuccess is the outcome of the last discovery scan (true when scanning is off).
 	ScanSuccess bool
+	// ScanDropped counts the devices the last scan listed that are not
+	// read: config.MaxSmartDevices were tracked already.
+	ScanDropped int
 	Devices     []DeviceState
 }
 
@@ -109,7 +112,10 @@ type Runner struct {
 	scanning    bool
 	nextScan    time.Time
 	scanSuccess bool
-	devs        map[string]*tracked
+	// scanFoundNone: the last scan listed no device (logged once).
+	scanFoundNone bool
+	scanDropped   int
+	devs          map[string]*tracked
 }
 
 type tracked struct {
@@ -218,6 +224,9 @@ var (
 // on the way out: those are killed, and a process stuck in the kernel is
 // reaped whenever the kernel lets go of it.
 func (r *Runner) Run(ctx context.Context) {
+	if !r.cfg.Scan && len(r.cfg.Devices) == 0 {
+		r.log.Warn("smart: smart.scan is off and smart.devices lists no device: there is nothing to read")
+	}
 	tick := r.cfg.Interval / 20
 	tick = max(min(tick, time.Second), 50*time.Millisecond)
 	t := time.NewTicker(tick)
@@ -317,18 +326,41 @@ func (r *Runner) scan(ctx context.Context) {
 		r.log.Warn("smartctl --scan-open failed", "err", err)
 		return
 	}
+	// Once when the scan finds nothing, once when it finds devices again:
+	// an empty SMART section has its reason in the log.
+	switch {
+	case len(devices) == 0 && !r.scanFoundNone:
+		r.scanFoundNone = true
+		then := "; SMART series appear when it finds one"
+		if len(r.cfg.Devices) > 0 {
+			then = "; only smart.devices are read"
+		}
+		r.log.Warn("smart: "+r.NoDevice()+then, "configured_devices", len(r.cfg.Devices))
+	case len(devices) > 0 && r.scanFoundNone:
+		r.scanFoundNone = false
+		r.log.Info("smart: smartctl --scan-open finds devices again", "count", len(devices))
+	}
 	// Explicit devices win over scanned ones with the same label, and a
 	// label is never used twice (the scrape would fail on duplicate series).
 	labels := map[string]bool{}
 	for _, d := range r.devs {
 		labels[d.state.Label] = true
 	}
+	var dropped []string
 	for _, t := range devices {
 		if d, ok := r.devs[t.Key()]; ok {
 			d.lastSeen = now
 			if d.state.Device.Protocol == "" {
 				d.state.Device.Protocol = t.Protocol
 			}
+			continue
+		}
+		// The config's cap holds for the scan too: each device is ~17 series
+		// and a state, and an unbounded scan (a controller listing 20,000)
+		// would make scrapes outlast Prometheus's 10 s timeout
+		// (TestAdversarialSmartScanOf20000Devices).
+		if len(r.devs) >= config.MaxSmartDevices {
+			dropped = append(dropped, t.Key())
 			continue
 		}
 		nd := r.newDevice(t, false, now)
@@ -339,6 +371,11 @@ func (r *Runner) scan(ctx context.Context) {
 		r.devs[t.Key()] = nd
 		r.log.Info("smart: new device", "device", t.Name, "type", t.Type)
 	}
+	if len(dropped) != r.scanDropped && len(dropped) > 0 {
+		r.log.Warn("smart: smartctl --scan-open listed more devices than diskcanary reads; the rest are not read",
+			"limit", config.MaxSmartDevices, "dropped", len(dropped), "first_dropped", strings.Join(dropped[:min(len(dropped), 5)], " "))
+	}
+	r.scanDropped = len(dropped)
 	for k, d := range r.devs {
 		// A device with a run in flight stays until that run is reaped, so a
 		// device that comes back can never get a second concurrent run.
@@ -498,11 +535,23 @@ func (r *Runner) explainPermission(st *DeviceState, protocol, smartctlSays strin
 	}
 }
 
+// NoDevice says that smartctl --scan-open found no device and, when this
+// process lacks what smartctl needs to open a disk (CAP_SYS_RAWIO for
+// ATA/SCSI, CAP_SYS_ADMIN for NVMe), that this may be why: as root it is
+// not, and the hint would send the reader the wrong way.
+func (r *Runner) NoDevice() string {
+	msg := "smartctl --scan-open found no device"
+	if !r.caps.has(capSysRawIO) || !r.caps.has(capSysAdmin) {
+		msg += " (diskcanary lacks CAP_SYS_RAWIO or CAP_SYS_ADMIN, without which smartctl cannot open a disk: run it as root)"
+	}
+	return msg
+}
+
 // Status returns a snapshot, devices sorted by label.
 func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Status{SmartctlFound: r.path != "", SmartctlPath: r.path, ScanSuccess: r.scanSuccess}
+	s := Status{SmartctlFound: r.path != "", SmartctlPath: r.path, ScanSuccess: r.scanSuccess, ScanDropped: r.scanDropped}
 	if r.lastLookup.IsZero() && r.path == "" {
 		// Not looked up yet: do not report smartctl missing before we know.
 		s.SmartctlFound = true
@@ -530,6 +579,12 @@ func (r *Runner) CollectOnce(ctx context.Context, devices []Device) (Status, err
 		scanned, err := ParseScan(out.stdout)
 		if err != nil {
 			return Status{}, err
+		}
+		if n := len(scanned); n > config.MaxSmartDevices {
+			r.mu.Lock()
+			r.scanDropped = n - config.MaxSmartDevices
+			r.mu.Unlock()
+			scanned = scanned[:config.MaxSmartDevices]
 		}
 		devices = scanned
 	}
