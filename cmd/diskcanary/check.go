@@ -42,6 +42,13 @@ type checkFlags struct {
 // syscalls for the whole run.
 const maxCheckJobs = 16
 
+// maxCheckSamples bounds --samples summed over --jobs, checked before any
+// buffer is sized: every sample costs about 64 bytes held for the whole run
+// (the recorder's slices, the status line's copy, the sorted and in-order
+// results), so the bound is ~64 MB, and a million fdatasyncs at 1 ms take
+// 17 minutes, past the default --timeout. A p99.99 needs 10,000.
+const maxCheckSamples = 1_000_000
+
 // check's exit statuses besides 0 (pass) and exitUsage.
 const (
 	checkExitExceeded = 1
@@ -197,11 +204,14 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	if f.gap < 0 {
 		return nil, 0, 0, 0, fmt.Errorf("--gap %v: must not be negative", f.gap)
 	}
-	if f.samples < 1 {
-		return nil, 0, 0, 0, fmt.Errorf("--samples must be positive")
-	}
 	if f.jobs < 1 || f.jobs > maxCheckJobs {
 		return nil, 0, 0, 0, fmt.Errorf("--jobs %d: want 1 to %d", f.jobs, maxCheckJobs)
+	}
+	if f.samples < 1 || f.samples > maxCheckSamples/f.jobs {
+		if f.jobs > 1 {
+			return nil, 0, 0, 0, fmt.Errorf("--samples %d with --jobs %d: want 1 to %d per job (%d samples in all at most)", f.samples, f.jobs, maxCheckSamples/f.jobs, maxCheckSamples)
+		}
+		return nil, 0, 0, 0, fmt.Errorf("--samples %d: want 1 to %d", f.samples, maxCheckSamples)
 	}
 	if f.jobs > 1 && f.profile == probes.ProfileRandRead {
 		return nil, 0, 0, 0, fmt.Errorf("--jobs applies to the etcd profiles (concurrent writers), not randread")
@@ -217,8 +227,8 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	}
 	if f.blockSize != "" {
 		b, err := config.ParseByteSize(f.blockSize)
-		if err != nil || b <= 0 {
-			return nil, 0, 0, 0, fmt.Errorf("--block-size %q: want a positive size, e.g. 2300 or 4k", f.blockSize)
+		if err != nil || b <= 0 || b > config.MaxBlockSize {
+			return nil, 0, 0, 0, fmt.Errorf("--block-size %q: want a positive size up to %s, e.g. 2300 or 4k", f.blockSize, config.MaxBlockSize.Show())
 		}
 		bs = int64(b)
 	}

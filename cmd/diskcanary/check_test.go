@@ -148,7 +148,7 @@ func TestCheckTakesFioSizes(t *testing.T) {
 		require.Equal(t, 2, code, ws)
 		require.ErrorContains(t, err, "min_free", ws)
 	}
-	_, code, err = runCLI(t, "check", dir, "--block-size", "22m", "--samples", "10", "--min-free", "1000TB")
+	_, code, err = runCLI(t, "check", dir, "--block-size", "1m", "--samples", "10", "--min-free", "1000TB")
 	require.Equal(t, 2, code)
 	require.ErrorContains(t, err, "min_free")
 	entries, _ := os.ReadDir(dir)
@@ -186,6 +186,34 @@ func TestCheckExitCodes(t *testing.T) {
 	_, code, err = runCLI(t, "check", dir, "--samples", "10", "--min-free", "1000TB")
 	require.Equal(t, 2, code)
 	require.Contains(t, err.Error(), "min_free")
+}
+
+// Sizes that would allocate the machine's memory are refused before any
+// buffer is sized (exit 64, the bound in the message), never an out of
+// memory or a makeslice panic; nothing is created in DIR.
+func TestCheckBoundsBeforeAllocating(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--samples", "1000000000000"}, "--samples 1000000000000: want 1 to 1000000"},
+		{[]string{"--profile", "randread", "--samples", "9223372036854775807"}, "--samples 9223372036854775807: want 1 to 1000000"},
+		{[]string{"--samples", "-1"}, "--samples -1: want 1 to 1000000"},
+		{[]string{"--samples", "500001", "--jobs", "2"}, "--samples 500001 with --jobs 2: want 1 to 500000 per job (1000000 samples in all at most)"},
+		{[]string{"--block-size", "1TiB"}, `--block-size "1TiB": want a positive size up to 1MiB, e.g. 2300 or 4k`},
+		{[]string{"--block-size", "1048577"}, `--block-size "1048577": want a positive size up to 1MiB, e.g. 2300 or 4k`},
+	} {
+		_, code, err := runCLI(t, append([]string{"check", dir, "--min-free", "0"}, tc.args...)...)
+		require.Equal(t, exitUsage, code, "%q", tc.args)
+		require.EqualError(t, err, tc.err, "%q", tc.args)
+	}
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries)
+	// The bound itself is a run.
+	_, code, err := runCLI(t, "check", dir, "--samples", "500000", "--jobs", "2", "--min-free", "1000TB")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "min_free")
 }
 
 func TestCheckTableLooksLikeFio(t *testing.T) {
