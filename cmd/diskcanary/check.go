@@ -91,7 +91,7 @@ SIGTERM and --timeout stop the run the same way (exit 2), and the probe
 files are removed.
 
 --jobs N runs N etcd-pattern writers at once in DIR, each on its own
-file, and judges the worst job's p99 (OpenShift's assisted installer runs
+file and each taking --samples samples, and judges the worst job's p99 (OpenShift's assisted installer runs
 fio's etcd recipe twice at once to simulate overload). On a terminal a
 status line on stderr shows the working-set write (bytes, rate) and then
 the ops done, the p50 and p99 so far and the time left; it is silent when
@@ -448,13 +448,19 @@ func printTable(w io.Writer, r *probes.CheckResult, j checkJSON, bs int64) {
 		if *r.Gap > 0 {
 			pace = fmt.Sprintf("%v between ops (etcd's appends come with gaps)", *r.Gap)
 		}
-		fmt.Fprintf(w, "  %s sequential %d-byte appends into a preallocated segment, fdatasync after each, %s\n", count, bs, pace)
+		// With several jobs every count is per job (the worst job's
+		// samples are the ones shown), and both lines say so.
+		perJob := ""
+		if j.Jobs > 1 {
+			perJob = " per job"
+		}
+		fmt.Fprintf(w, "  %s sequential %d-byte appends%s into a preallocated segment, fdatasync after each, %s\n", count, bs, perJob, pace)
 		if j.Jobs > 1 {
 			p99s := make([]string, len(j.JobP99Seconds))
 			for i, p := range j.JobP99Seconds {
 				p99s[i] = fmtSec(p)
 			}
-			fmt.Fprintf(w, "  %d jobs at once, each on its own file; judged on the worst (job p99s: %s)\n", j.Jobs, strings.Join(p99s, " "))
+			fmt.Fprintf(w, "  %d jobs at once, %d appends each, each job on its own file; judged on the worst job (job p99s: %s)\n", j.Jobs, j.PlannedSamples, strings.Join(p99s, " "))
 		}
 		if len(r.Writes) > 0 {
 			fmt.Fprintf(w, "  write (not judged): p50=%s p99=%s max=%s\n",
