@@ -36,6 +36,7 @@ type checkFlags struct {
 	allowUnsafe bool
 	jobs        int
 	latLog      string
+	quiet       bool
 }
 
 // maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
@@ -92,10 +93,12 @@ files are removed.
 
 --jobs N runs N etcd-pattern writers at once in DIR, each on its own
 file and each taking --samples samples, and judges the worst job's p99 (OpenShift's assisted installer runs
-fio's etcd recipe twice at once to simulate overload). On a terminal a
-status line on stderr shows the working-set write (bytes, rate) and then
-the ops done, the p50 and p99 so far and the time left; it is silent when
-stderr is not a terminal and with --json.
+fio's etcd recipe twice at once to simulate overload). A status line on
+stderr shows the working-set write (bytes, rate) and then the ops done,
+the p50 and p99 so far and the time left: rewritten in place on a
+terminal, one plain line every 10 s elsewhere (a CI log), as fio
+--eta=always does, --json or not (stdout stays the JSON alone). --json
+on a terminal and --quiet turn it off.
 
 A filesystem that does not tell the truth about the disk (tmpfs, overlayfs,
 FUSE, ZFS, NFS, a flush that reaches no device, O_DIRECT refused) is never
@@ -145,6 +148,7 @@ Exit status:
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
 	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
 	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no status on stderr (by default a line rewritten in place on a terminal, one line every 10s elsewhere)")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
@@ -266,10 +270,7 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	defer stop()
 
 	out := cmd.OutOrStdout()
-	var status *statusLine
-	if !f.jsonOut {
-		status = newStatusLine(cmd.ErrOrStderr())
-	}
+	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
 	var results []checkJSON
 	var failed, notKnown []string
 	for _, profile := range profiles {
