@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/probes"
@@ -73,6 +75,8 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check [DIR]",
 		Short: "One-shot fio-style check: is this directory's disk good enough for etcd?",
 		Long: `Run a one-shot probe in DIR (default: the current directory) and judge it.
+A DIR that does not exist is created for the run (mode 0700, never its
+parents) and removed after it, unless a kept working set is in it.
 
 The etcd profile is the daemon's WAL probe: 10,000 sequential 2300-byte
 appends into a preallocated segment, fdatasync after each, --gap between
@@ -147,7 +151,7 @@ Exit status:
 	fl.StringVar(&f.minFree, "min-free", "1GiB", "refuse to run if free space would drop below this")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
 	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
-	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does")
+	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does; created once samples are in, an existing file replaced (stderr says so), a symlink refused")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no status on stderr (by default a line rewritten in place on a terminal, one line every 10s elsewhere)")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
@@ -254,18 +258,27 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		return &exitError{checkExitNotKnown, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
 	}
 	dir = abs
-	var latLog *os.File
+	created, err := missingDir(dir)
+	if err != nil {
+		return &exitError{checkExitNotKnown, err}
+	}
+	if created {
+		// check leaves no directory behind that the user did not have:
+		// rmdir removes it only when empty (a kept working set stays).
+		defer func() { _ = os.Remove(dir) }()
+	}
 	if f.latLog != "" {
-		// Opened before anything is measured: a run must not end unable
-		// to save what it measured.
-		if latLog, err = os.Create(f.latLog); err != nil {
-			return &exitError{exitUsage, fmt.Errorf("--lat-log: %w", err)}
-		}
-		defer latLog.Close()
-		if _, err := io.WriteString(latLog, "profile,job,op,latency_ns\n"); err != nil {
-			return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+		if err := latLogUsable(f.latLog); err != nil {
+			return &exitError{checkExitNotKnown, err}
 		}
 	}
+	var latLog *os.File
+	var latErr error
+	defer func() {
+		if latLog != nil {
+			latLog.Close()
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -293,9 +306,14 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 		}
 		j := f.summarize(res, err, start)
-		if latLog != nil {
+		// The log failing loses the log, never the result: it is printed,
+		// and the exit status is 2.
+		if f.latLog != "" && latLog == nil && latErr == nil && j.Samples > 0 {
+			latLog, latErr = openLatLog(f.latLog, cmd.ErrOrStderr())
+		}
+		if latLog != nil && latErr == nil {
 			if err := writeLatLog(latLog, profile, res.Ops); err != nil {
-				return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+				latErr = fmt.Errorf("--lat-log %s: %w", f.latLog, err)
 			}
 		}
 		results = append(results, j)
@@ -314,9 +332,10 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		}
 	}
 	if latLog != nil {
-		if err := latLog.Close(); err != nil {
-			return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+		if err := latLog.Close(); err != nil && latErr == nil {
+			latErr = fmt.Errorf("--lat-log %s: %w", f.latLog, err)
 		}
+		latLog = nil
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
@@ -331,12 +350,101 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	}
 	// A FAIL is certain, so it outranks a profile that could not be measured.
 	if len(failed) > 0 {
+		if latErr != nil {
+			return &exitError{checkExitExceeded, fmt.Errorf("%s: p99 latency over the threshold; %w", strings.Join(failed, ", "), latErr)}
+		}
 		return &exitError{checkExitExceeded, fmt.Errorf("%s: p99 latency over the threshold", strings.Join(failed, ", "))}
 	}
 	if len(notKnown) > 0 {
 		return &exitError{checkExitNotKnown, errors.New(strings.Join(notKnown, "; "))}
 	}
+	if latErr != nil {
+		return &exitError{checkExitNotKnown, latErr}
+	}
 	return nil
+}
+
+// missingDir reports whether DIR does not exist yet, so check will create
+// it (the last element only, mode 0700, as the daemon does). A missing
+// parent is refused: it is usually a disk that is not mounted, and
+// measuring the disk underneath would judge the wrong one.
+func missingDir(dir string) (bool, error) {
+	_, err := os.Lstat(dir)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return false, nil // what is there is probes.Check's to judge
+	}
+	parent := filepath.Dir(dir)
+	fi, err := os.Stat(parent)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("%s: parent directory %s does not exist (check creates the directory, never its parents)", dir, parent)
+	case err != nil:
+		return false, fmt.Errorf("%s: %w", dir, err)
+	case !fi.IsDir():
+		return false, fmt.Errorf("%s: parent %s is not a directory", dir, parent)
+	}
+	return true, nil
+}
+
+// latLogUsable refuses, before anything is measured, a --lat-log path that
+// could not be written: a symlink (never followed: it could point at any
+// file root can write), something other than a regular file, or a missing
+// directory. The file itself is created only once there is something to
+// write (openLatLog).
+func latLogUsable(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("--lat-log %s: is a symlink; not followed: name the file itself", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("--lat-log %s: is not a regular file (%v)", path, fi.Mode().Type())
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--lat-log %s: %w", path, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--lat-log %s: directory %s does not exist", path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// openLatLog creates the latency log when the first samples are in: a run
+// that is refused leaves an existing file as it was. O_NOFOLLOW refuses a
+// symlink planted since latLogUsable; an existing regular file is replaced,
+// and stderr says so.
+func openLatLog(path string, warn io.Writer) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	existed := errors.Is(err, unix.EEXIST)
+	if existed {
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("--lat-log %s: is a symlink; not followed: name the file itself", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--lat-log %s: %w", path, err)
+	}
+	lf := os.NewFile(uintptr(fd), path)
+	if existed {
+		fi, err := lf.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("is not a regular file (%v)", fi.Mode().Type())
+		}
+		if err == nil {
+			err = lf.Truncate(0)
+		}
+		if err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("--lat-log %s: %w", path, err)
+		}
+		fmt.Fprintf(warn, "diskcanary: --lat-log %s existed: replaced\n", path)
+	}
+	if _, err := io.WriteString(lf, "profile,job,op,latency_ns\n"); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("--lat-log %s: %w", path, err)
+	}
+	return lf, nil
 }
 
 // writeLatLog appends one profile's ops to the latency log: jobs and ops
