@@ -229,13 +229,17 @@ func (d *probeDir) openat(name string, flags int, mode uint32) (int, error) {
 // create makes a new probe file: O_EXCL|O_NOFOLLOW, so it is never an
 // existing file or a symlink. A stale regular file from a crash (or a
 // planted hard link: only the name goes, never the other file's data) is
-// removed first; anything else in the way is refused and left for the
-// operator to see.
+// removed first, and a removal that fails is the error (on a filesystem
+// the kernel made read-only, EROFS, reason "read_only"), not the EEXIST
+// the create would then meet; anything else in the way is refused and
+// left for the operator to see.
 func (d *probeDir) create(name string, extra int) (int, error) {
 	if err := d.checkName(name); err != nil {
 		return -1, err
 	}
-	d.removeStale(name)
+	if err := d.removeStale(name); err != nil {
+		return -1, &opError{"remove the stale", filepath.Join(d.path, name), err}
+	}
 	fd, err := d.openat(name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|extra, 0o600)
 	if errors.Is(err, unix.EEXIST) {
 		err = fmt.Errorf("%w (%w): a symlink or special file is in the way; remove it", errUnsafe, err)
@@ -319,11 +323,16 @@ func (d *probeDir) remove(name string) error {
 	return unix.Unlinkat(d.fd, name, 0)
 }
 
-func (d *probeDir) removeStale(name string) {
+// removeStale unlinks a regular file at name; it is not an error that
+// there is none.
+func (d *probeDir) removeStale(name string) error {
 	var st unix.Stat_t
 	if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		_ = d.remove(name)
+		if err := d.remove(name); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
 	}
+	return nil
 }
 
 func (d *probeDir) rename(from, to string) error {

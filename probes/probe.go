@@ -72,6 +72,10 @@ type probe struct {
 	obsRead      prometheus.Observer
 	stalled      bool // watchdog's last verdict, for logging transitions
 	flushFlagged bool
+	// failing is the reason of the failure streak ("" when the last
+	// cycle succeeded): a failure is logged when its reason changes, not
+	// every cycle, so a read-only filesystem is one line, not 8,640 a day.
+	failing string
 }
 
 func (p *probe) recordWAL(w, s time.Duration) {
@@ -121,14 +125,23 @@ func (p *probe) runCycle() {
 		reason := reasonOf(err)
 		p.m.failures.WithLabelValues(name, reason).Inc()
 		p.m.success.WithLabelValues(name).Set(0)
-		if reason != reasonInterrupted {
+		switch {
+		case reason == reasonInterrupted:
+		case reason != p.failing:
 			p.log.Warn("probe cycle failed", "probe", name, "reason", reason, "err", err)
+			p.failing = reason
+		default:
+			p.log.Debug("probe cycle failed again", "probe", name, "reason", reason, "err", err)
 		}
 		// Re-resolve the target next time: the disk may have been remounted.
 		if !errors.Is(err, errBudget) && !errors.Is(err, errLowSpace) {
 			p.teardown()
 		}
 		return
+	}
+	if p.failing != "" {
+		p.log.Info("probe cycle succeeded again", "probe", name, "after", p.failing)
+		p.failing = ""
 	}
 	p.m.success.WithLabelValues(name).Set(1)
 }
