@@ -269,10 +269,10 @@ func (p *probe) publishTarget() {
 	for _, w := range fsWarnings() {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(0)
 	}
-	if w := p.site.dir.fsWarning(); w != "" {
+	if w, why := p.site.untrusted(); w != "" {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(1)
 		p.log.Warn("probe directory is on a filesystem that does not tell the truth about disk latency",
-			"probe", p.cfg.Name, "path", t.Path, "fstype", t.FSType, "warning", w)
+			"probe", p.cfg.Name, "path", t.Path, "fstype", t.FSType, "warning", w, "why", why)
 	}
 	if r, ok := p.kind.(*readProbe); ok {
 		v := 0.0

@@ -105,8 +105,8 @@ terminal, one plain line every 10 s elsewhere (a CI log), as fio
 on a terminal and --quiet turn it off.
 
 A filesystem that does not tell the truth about the disk (tmpfs, overlayfs,
-FUSE, ZFS, NFS, a flush that reaches no device, O_DIRECT refused) is never
-a pass: its FAIL stands (etcd there would see that latency), its pass is
+FUSE, ZFS, NFS, a loop device whose file is on one of those, a flush that
+reaches no device, O_DIRECT refused) is never a pass: its FAIL stands (etcd there would see that latency), its pass is
 "could not measure" unless --allow-unsafe-fs accepts it, and the output
 then says the verdict does not describe a disk.
 
