@@ -127,6 +127,29 @@ func openProbeDir(dir string) (*probeDir, error) {
 	return d, nil
 }
 
+// errDirGone wraps ENOENT so reasonOf says "missing": the probe directory
+// was deleted or renamed while the probe held it open.
+var errDirGone = fmt.Errorf("the probe directory was deleted or renamed while in use: %w", unix.ENOENT)
+
+// gone reports a probe directory that is no longer at its path: deleted
+// (its files, a 1 GiB working set among them, live on while the probe
+// holds them) or renamed (the probe would go on writing under the old
+// name). lstat of the path against the fd's dev+ino; a path it cannot stat
+// for another reason (EACCES) is left for the next open to report.
+func (d *probeDir) gone() error {
+	var st unix.Stat_t
+	err := unix.Lstat(d.path, &st)
+	switch {
+	case err == nil && st.Dev == d.lockKey[0] && st.Ino == d.lockKey[1]:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s: %w: something else is at that path now (%s); stopped writing to the old one and released its files and lock", d.path, errDirGone, fileKind(st.Mode))
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s: %w: nothing is at that path now; stopped writing to it and released its files and lock", d.path, errDirGone)
+	}
+	return nil
+}
+
 func openDirNoFollow(dir string) (int, error) {
 	return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }

@@ -154,6 +154,14 @@ func (p *probe) cycle() error {
 		if err := p.open(); err != nil {
 			return err
 		}
+	} else if p.site.dir != nil {
+		// A directory deleted or renamed under the probe fails this cycle
+		// (reason "missing"); runCycle's teardown releases its files and
+		// lock, and the next cycle opens the path afresh, creating it as
+		// at startup.
+		if err := p.site.dir.gone(); err != nil {
+			return err
+		}
 	}
 	select {
 	case p.devGate <- struct{}{}:
