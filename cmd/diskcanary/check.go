@@ -76,7 +76,8 @@ func newCheckCmd() *cobra.Command {
 		Short: "One-shot fio-style check: is this directory's disk good enough for etcd?",
 		Long: `Run a one-shot probe in DIR (default: the current directory) and judge it.
 A DIR that does not exist is created for the run (mode 0700, never its
-parents) and removed after it, unless a kept working set is in it.
+parents) and removed after it, unless a kept working set is in it or the
+run was stopped (Ctrl-C, --timeout).
 
 The etcd profile is the daemon's WAL probe: 10,000 sequential 2300-byte
 appends into a preallocated segment, fdatasync after each, --gap between
@@ -262,10 +263,17 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return &exitError{checkExitNotKnown, err}
 	}
+	stopped := false // by a signal or --timeout: an I/O may be hung there
 	if created {
 		// check leaves no directory behind that the user did not have:
 		// rmdir removes it only when empty (a kept working set stays).
-		defer func() { _ = os.Remove(dir) }()
+		// Not after a stop: on a hung FUSE or disk the rmdir could hang
+		// the exit too, like the unlink leftBehind avoids.
+		defer func() {
+			if !stopped {
+				_ = os.Remove(dir)
+			}
+		}()
 	}
 	if f.latLog != "" {
 		if err := latLogUsable(f.latLog); err != nil {
@@ -328,6 +336,7 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		}
 		// A signal or the timeout ends the whole run, not just this profile.
 		if errors.Is(err, probes.ErrInterrupted) || errors.Is(err, probes.ErrTimeout) {
+			stopped = true
 			break
 		}
 	}

@@ -377,6 +377,14 @@ func TestCheckMissingDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 
+	// Stopped by --timeout: left, as an I/O may be hung there (an rmdir on
+	// a hung FUSE directory would hang check's exit too).
+	stoppedDir := filepath.Join(base, "stopped")
+	_, code, err = runCLI(t, "check", stoppedDir, "--profile", "fio-etcd", "--samples", "100000", "--timeout", "100ms", "--min-free", "0")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "--timeout 100ms: timed out after ")
+	require.DirExists(t, stoppedDir)
+
 	// An existing directory is never removed, even empty.
 	keep := t.TempDir()
 	_, code, _ = runCLI(t, "check", keep, "--samples", "10", "--min-free", "1000TB")
