@@ -128,8 +128,8 @@ func openProbeDir(dir string) (*probeDir, error) {
 }
 
 // errDirGone wraps ENOENT so reasonOf says "missing": the probe directory
-// was deleted or renamed while the probe held it open.
-var errDirGone = fmt.Errorf("the probe directory was deleted or renamed while in use: %w", unix.ENOENT)
+// was deleted, renamed or unmounted while the probe held it open.
+var errDirGone = fmt.Errorf("the probe directory was deleted, renamed or unmounted while in use: %w", unix.ENOENT)
 
 // gone reports a probe directory that is no longer at its path: deleted
 // (its files, a 1 GiB working set among them, live on while the probe

@@ -72,9 +72,9 @@ type probe struct {
 	obsRead      prometheus.Observer
 	stalled      bool // watchdog's last verdict, for logging transitions
 	flushFlagged bool
-	// failing is the reason of the failure streak ("" when the last
-	// cycle succeeded): a failure is logged when its reason changes, not
-	// every cycle, so a read-only filesystem is one line, not 8,640 a day.
+	// failing is the last failure's error ("" when the last cycle
+	// succeeded): a failure is logged when its error changes, not every
+	// cycle, so a read-only filesystem is a line, not 8,640 a day.
 	failing string
 }
 
@@ -127,9 +127,9 @@ func (p *probe) runCycle() {
 		p.m.success.WithLabelValues(name).Set(0)
 		switch {
 		case reason == reasonInterrupted:
-		case reason != p.failing:
+		case err.Error() != p.failing:
 			p.log.Warn("probe cycle failed", "probe", name, "reason", reason, "err", err)
-			p.failing = reason
+			p.failing = err.Error()
 		default:
 			p.log.Debug("probe cycle failed again", "probe", name, "reason", reason, "err", err)
 		}
@@ -140,7 +140,7 @@ func (p *probe) runCycle() {
 		return
 	}
 	if p.failing != "" {
-		p.log.Info("probe cycle succeeded again", "probe", name, "after", p.failing)
+		p.log.Info("probe cycle succeeded again", "probe", name)
 		p.failing = ""
 	}
 	p.m.success.WithLabelValues(name).Set(1)
