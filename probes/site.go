@@ -111,8 +111,9 @@ const maxLoopDepth = 8
 // truth about a disk: warning is the label (fsWarnings' values), why says
 // where. A loop device under it is followed to its backing file's
 // filesystem, and a loop under that in turn: ext4 on a loop device whose
-// file is in tmpfs is memory, though the loop driver adds ~200 µs and
-// counts its flushes, so neither the tmpfs rule nor the flush check sees it.
+// file is in tmpfs is memory, though the loop driver adds latency of its own
+// and counts its flushes, so neither the tmpfs rule nor the flush check
+// sees it.
 func (s *site) untrusted() (warning, why string) {
 	if s.dir == nil {
 		return "", ""
