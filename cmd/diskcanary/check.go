@@ -97,19 +97,20 @@ SIGTERM and --timeout stop the run the same way (exit 2), and the probe
 files are removed.
 
 --jobs N runs N etcd-pattern writers at once in DIR, each on its own
-file and each taking --samples samples, and judges the worst job's p99 (OpenShift's assisted installer runs
-fio's etcd recipe twice at once to simulate overload). A status line on
-stderr shows the working-set write (bytes, rate) and then the ops done,
-the p50 and p99 so far and the time left: rewritten in place on a
-terminal, one plain line every 10 s elsewhere (a CI log), as fio
---eta=always does, --json or not (stdout stays the JSON alone). --json
-on a terminal and --quiet turn it off.
+file and each taking --samples samples, and judges the worst job's p99
+(OpenShift's assisted installer runs fio's etcd recipe twice at once to
+simulate overload). A status line on stderr shows the working-set write
+(bytes, rate) and then the ops done, the p50 and p99 so far and the time
+left: rewritten in place on a terminal, one plain line every 10 s
+elsewhere (a CI log), as fio --eta=always does, --json or not (stdout
+stays the JSON alone). --json on a terminal and --quiet turn it off.
 
 A filesystem that does not tell the truth about the disk (tmpfs, overlayfs,
 FUSE, ZFS, NFS, a loop device whose file is on one of those, a flush that
-reaches no device, O_DIRECT refused) is never a pass: its FAIL stands (etcd there would see that latency), its pass is
-"could not measure" unless --allow-unsafe-fs accepts it, and the output
-then says the verdict does not describe a disk.
+reaches no device, O_DIRECT refused) is never a pass: its FAIL stands
+(etcd there would see that latency), its pass is "could not measure"
+unless --allow-unsafe-fs accepts it, and the output then says the verdict
+does not describe a disk.
 
 Sizes take fio's spellings: 4k, 22m, 1G (k, m, g: powers of 1024), 4KiB,
 1GiB, or 1GB (10^9).
