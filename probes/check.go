@@ -597,13 +597,13 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 	if s.backing.Path != "" {
 		res.Path = s.backing.Path
 	}
-	if w := s.dir.fsWarning(); w != "" {
-		res.Untrusted = fmt.Sprintf("%s: this filesystem does not tell the truth about a disk", w)
+	if w, why := s.untrusted(); w != "" {
+		res.Untrusted = fmt.Sprintf("%s: this filesystem does not tell the truth about a disk", why)
 		res.Warnings = append(res.Warnings, res.Untrusted)
 		// Memory has no latency to fail on either: without the opt-in,
 		// the answer is known before the first op.
 		if w == "tmpfs" && !o.AllowUnsafeFS {
-			return res, fmt.Errorf("%s is %s (memory): %w (--allow-unsafe-fs to run it anyway)", o.Dir, w, ErrUntrusted)
+			return res, fmt.Errorf("%s is %s (memory): %w (--allow-unsafe-fs to run it anyway)", o.Dir, why, ErrUntrusted)
 		}
 	}
 	file := filePrefix + c.Name + "-" + fileSuffix(c)

@@ -127,6 +127,29 @@ func openProbeDir(dir string) (*probeDir, error) {
 	return d, nil
 }
 
+// errDirGone wraps ENOENT so reasonOf says "missing": the probe directory
+// was deleted, renamed or unmounted while the probe held it open.
+var errDirGone = fmt.Errorf("the probe directory was deleted, renamed or unmounted while in use: %w", unix.ENOENT)
+
+// gone reports a probe directory that is no longer at its path: deleted
+// (its files, a 1 GiB working set among them, live on while the probe
+// holds them) or renamed (the probe would go on writing under the old
+// name). lstat of the path against the fd's dev+ino; a path it cannot stat
+// for another reason (EACCES) is left for the next open to report.
+func (d *probeDir) gone() error {
+	var st unix.Stat_t
+	err := unix.Lstat(d.path, &st)
+	switch {
+	case err == nil && st.Dev == d.lockKey[0] && st.Ino == d.lockKey[1]:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s: %w: something else is at that path now (%s); stopped writing to the old one and released its files and lock", d.path, errDirGone, fileKind(st.Mode))
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s: %w: nothing is at that path now; stopped writing to it and released its files and lock", d.path, errDirGone)
+	}
+	return nil
+}
+
 func openDirNoFollow(dir string) (int, error) {
 	return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
@@ -229,13 +252,17 @@ func (d *probeDir) openat(name string, flags int, mode uint32) (int, error) {
 // create makes a new probe file: O_EXCL|O_NOFOLLOW, so it is never an
 // existing file or a symlink. A stale regular file from a crash (or a
 // planted hard link: only the name goes, never the other file's data) is
-// removed first; anything else in the way is refused and left for the
-// operator to see.
+// removed first, and a removal that fails is the error (on a filesystem
+// the kernel made read-only, EROFS, reason "read_only"), not the EEXIST
+// the create would then meet; anything else in the way is refused and
+// left for the operator to see.
 func (d *probeDir) create(name string, extra int) (int, error) {
 	if err := d.checkName(name); err != nil {
 		return -1, err
 	}
-	d.removeStale(name)
+	if err := d.removeStale(name); err != nil {
+		return -1, &opError{"remove the stale", filepath.Join(d.path, name), err}
+	}
 	fd, err := d.openat(name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|extra, 0o600)
 	if errors.Is(err, unix.EEXIST) {
 		err = fmt.Errorf("%w (%w): a symlink or special file is in the way; remove it", errUnsafe, err)
@@ -319,11 +346,16 @@ func (d *probeDir) remove(name string) error {
 	return unix.Unlinkat(d.fd, name, 0)
 }
 
-func (d *probeDir) removeStale(name string) {
+// removeStale unlinks a regular file at name; it is not an error that
+// there is none.
+func (d *probeDir) removeStale(name string) error {
 	var st unix.Stat_t
 	if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		_ = d.remove(name)
+		if err := d.remove(name); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
 	}
+	return nil
 }
 
 func (d *probeDir) rename(from, to string) error {

@@ -8,7 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/diskcanary/diskcanary/internal/blockdev"
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
 // Preflight reports, without writing anything, what the daemon will find
@@ -68,9 +70,19 @@ func fsWarningsAt(path, dir string) ([]string, error) {
 	if err := unix.Statfs(path, &s); err != nil {
 		return nil, fmt.Errorf("%s: statfs %s: %w", dir, path, err)
 	}
-	w := untrustedFS[int64(s.Type)]
+	w, why := untrustedFS[int64(s.Type)], ""
 	if w == "" {
-		return nil, nil
+		// A loop device under it: the filesystem of its backing file.
+		var p hostpath.Paths
+		b, err := blockdev.Resolve(path, p.Proc(), p.Sys())
+		if err != nil {
+			return nil, nil
+		}
+		if w, why = untrustedLoops(p.Proc(), p.Sys(), b, 0); w == "" {
+			return nil, nil
+		}
+	} else {
+		why = w
 	}
-	return []string{fmt.Sprintf("%s is on %s: its latencies are not a disk's, and the daemon will export diskcanary_probe_target_warning{warning=%q} 1", dir, w, w)}, nil
+	return []string{fmt.Sprintf("%s is on %s: its latencies are not a disk's, and the daemon will export diskcanary_probe_target_warning{warning=%q} 1", dir, why, w)}, nil
 }

@@ -72,6 +72,10 @@ type probe struct {
 	obsRead      prometheus.Observer
 	stalled      bool // watchdog's last verdict, for logging transitions
 	flushFlagged bool
+	// failing is the last failure's error ("" when the last cycle
+	// succeeded): a failure is logged when its error changes, not every
+	// cycle, so a read-only filesystem is a line, not 8,640 a day.
+	failing string
 }
 
 func (p *probe) recordWAL(w, s time.Duration) {
@@ -120,14 +124,23 @@ func (p *probe) runCycle() {
 		reason := reasonOf(err)
 		p.m.failures.WithLabelValues(name, reason).Inc()
 		p.m.success.WithLabelValues(name).Set(0)
-		if reason != reasonInterrupted {
+		switch {
+		case reason == reasonInterrupted:
+		case err.Error() != p.failing:
 			p.log.Warn("probe cycle failed", "probe", name, "reason", reason, "err", err)
+			p.failing = err.Error()
+		default:
+			p.log.Debug("probe cycle failed again", "probe", name, "reason", reason, "err", err)
 		}
 		// Re-resolve the target next time: the disk may have been remounted.
 		if !errors.Is(err, errBudget) && !errors.Is(err, errLowSpace) {
 			p.teardown()
 		}
 		return
+	}
+	if p.failing != "" {
+		p.log.Info("probe cycle succeeded again", "probe", name)
+		p.failing = ""
 	}
 	p.m.success.WithLabelValues(name).Set(1)
 }
@@ -138,6 +151,14 @@ func (p *probe) runCycle() {
 func (p *probe) cycle() error {
 	if p.kind == nil {
 		if err := p.open(); err != nil {
+			return err
+		}
+	} else if p.site.dir != nil {
+		// A directory deleted or renamed under the probe fails this cycle
+		// (reason "missing"); runCycle's teardown releases its files and
+		// lock, and the next cycle opens the path afresh, creating it as
+		// at startup.
+		if err := p.site.dir.gone(); err != nil {
 			return err
 		}
 	}
@@ -255,10 +276,10 @@ func (p *probe) publishTarget() {
 	for _, w := range fsWarnings() {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(0)
 	}
-	if w := p.site.dir.fsWarning(); w != "" {
+	if w, why := p.site.untrusted(); w != "" {
 		p.m.warning.WithLabelValues(p.cfg.Name, w).Set(1)
 		p.log.Warn("probe directory is on a filesystem that does not tell the truth about disk latency",
-			"probe", p.cfg.Name, "path", t.Path, "fstype", t.FSType, "warning", w)
+			"probe", p.cfg.Name, "path", t.Path, "fstype", t.FSType, "warning", w, "why", why)
 	}
 	if r, ok := p.kind.(*readProbe); ok {
 		v := 0.0

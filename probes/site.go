@@ -102,3 +102,49 @@ func (d *probeDir) refusesODirect(name string) bool {
 	_ = d.remove(name)
 	return refused
 }
+
+// maxLoopDepth bounds how many loop devices deep untrusted follows backing
+// files; a real stack is one or two.
+const maxLoopDepth = 8
+
+// untrusted names a probe directory whose filesystem does not tell the
+// truth about a disk: warning is the label (fsWarnings' values), why says
+// where. A loop device under it is followed to its backing file's
+// filesystem, and a loop under that in turn: ext4 on a loop device whose
+// file is in tmpfs is memory, though the loop driver adds latency of its own
+// and counts its flushes, so neither the tmpfs rule nor the flush check
+// sees it.
+func (s *site) untrusted() (warning, why string) {
+	if s.dir == nil {
+		return "", ""
+	}
+	if w := s.dir.fsWarning(); w != "" {
+		return w, w
+	}
+	return untrustedLoops(s.procfs, s.sysfs, s.backing, 0)
+}
+
+// untrustedLoops follows the loop devices under b (untrusted).
+func untrustedLoops(procfs, sysfs string, b blockdev.Backing, depth int) (warning, why string) {
+	if b.Device == "" || depth >= maxLoopDepth {
+		return "", ""
+	}
+	for _, l := range blockdev.LoopFiles(sysfs, b.Device) {
+		var st unix.Statfs_t
+		if unix.Statfs(l.File, &st) != nil {
+			continue // not visible from here (another mount namespace)
+		}
+		on := fmt.Sprintf("%s on %s, whose backing file %s", b.FSType, l.Loop, l.File)
+		if w := untrustedFS[int64(st.Type)]; w != "" {
+			return w, fmt.Sprintf("%s is on %s", on, w)
+		}
+		next, err := blockdev.Resolve(l.File, procfs, sysfs)
+		if err != nil {
+			continue
+		}
+		if w, why := untrustedLoops(procfs, sysfs, next, depth+1); w != "" {
+			return w, fmt.Sprintf("%s is %s", on, why)
+		}
+	}
+	return "", ""
+}

@@ -246,12 +246,16 @@ func flushesCompleted(line []byte) (flushes uint64, ok bool) {
 }
 
 // close closes the WAL file and removes the append layout's segment; the
-// overwrite layout's file is kept for the next start.
+// overwrite layout's file is kept for the next start. A segment that cannot
+// be removed (a filesystem turned read-only) is logged: it holds its
+// segment_size until someone removes it.
 func (w *walProbe) close() {
 	if w.fd >= 0 {
 		unix.Close(w.fd)
 		if w.layout != config.LayoutOverwrite && w.s != nil && w.s.dir != nil {
-			_ = w.s.dir.remove(w.file)
+			if err := w.s.dir.remove(w.file); err != nil && !errors.Is(err, unix.ENOENT) {
+				w.s.log.Warn("cannot remove the probe's WAL segment: it is left behind", "probe", w.name, "path", w.path(), "err", err)
+			}
 		}
 	}
 	w.fd = -1

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/probes"
@@ -36,11 +38,19 @@ type checkFlags struct {
 	allowUnsafe bool
 	jobs        int
 	latLog      string
+	quiet       bool
 }
 
 // maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
 // syscalls for the whole run.
 const maxCheckJobs = 16
+
+// maxCheckSamples bounds --samples summed over --jobs, checked before any
+// buffer is sized: every sample costs about 64 bytes held for the whole run
+// (the recorder's slices, the status line's copy, the sorted and in-order
+// results), so the bound is ~64 MB, and a million fdatasyncs at 1 ms take
+// 17 minutes, past the default --timeout. A p99.99 needs 10,000.
+const maxCheckSamples = 1_000_000
 
 // check's exit statuses besides 0 (pass) and exitUsage.
 const (
@@ -65,6 +75,9 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check [DIR]",
 		Short: "One-shot fio-style check: is this directory's disk good enough for etcd?",
 		Long: `Run a one-shot probe in DIR (default: the current directory) and judge it.
+A DIR that does not exist is created for the run (mode 0700, never its
+parents) and removed after it, unless a kept working set is in it or the
+run was stopped (Ctrl-C, --timeout).
 
 The etcd profile is the daemon's WAL probe: 10,000 sequential 2300-byte
 appends into a preallocated segment, fdatasync after each, --gap between
@@ -84,17 +97,20 @@ SIGTERM and --timeout stop the run the same way (exit 2), and the probe
 files are removed.
 
 --jobs N runs N etcd-pattern writers at once in DIR, each on its own
-file, and judges the worst job's p99 (OpenShift's assisted installer runs
-fio's etcd recipe twice at once to simulate overload). On a terminal a
-status line on stderr shows the working-set write (bytes, rate) and then
-the ops done, the p50 and p99 so far and the time left; it is silent when
-stderr is not a terminal and with --json.
+file and each taking --samples samples, and judges the worst job's p99
+(OpenShift's assisted installer runs fio's etcd recipe twice at once to
+simulate overload). A status line on stderr shows the working-set write
+(bytes, rate) and then the ops done, the p50 and p99 so far and the time
+left: rewritten in place on a terminal, one plain line every 10 s
+elsewhere (a CI log), as fio --eta=always does, --json or not (stdout
+stays the JSON alone). --json on a terminal and --quiet turn it off.
 
 A filesystem that does not tell the truth about the disk (tmpfs, overlayfs,
-FUSE, ZFS, NFS, a flush that reaches no device, O_DIRECT refused) is never
-a pass: its FAIL stands (etcd there would see that latency), its pass is
-"could not measure" unless --allow-unsafe-fs accepts it, and the output
-then says the verdict does not describe a disk.
+FUSE, ZFS, NFS, a loop device whose file is on one of those, a flush that
+reaches no device, O_DIRECT refused) is never a pass: its FAIL stands
+(etcd there would see that latency), its pass is "could not measure"
+unless --allow-unsafe-fs accepts it, and the output then says the verdict
+does not describe a disk.
 
 Sizes take fio's spellings: 4k, 22m, 1G (k, m, g: powers of 1024), 4KiB,
 1GiB, or 1GB (10^9).
@@ -137,7 +153,8 @@ Exit status:
 	fl.StringVar(&f.minFree, "min-free", config.ByteSize(config.DefaultMinFree).Show(), "refuse to run if free space would drop below this")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
 	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
-	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does")
+	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does; created once samples are in, an existing file replaced (stderr says so), a symlink refused")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no status on stderr (by default a line rewritten in place on a terminal, one line every 10s elsewhere)")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
@@ -197,11 +214,14 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	if f.gap < 0 {
 		return nil, 0, 0, 0, fmt.Errorf("--gap %v: must not be negative", f.gap)
 	}
-	if f.samples < 1 {
-		return nil, 0, 0, 0, fmt.Errorf("--samples must be positive")
-	}
 	if f.jobs < 1 || f.jobs > maxCheckJobs {
 		return nil, 0, 0, 0, fmt.Errorf("--jobs %d: want 1 to %d", f.jobs, maxCheckJobs)
+	}
+	if f.samples < 1 || f.samples > maxCheckSamples/f.jobs {
+		if f.jobs > 1 {
+			return nil, 0, 0, 0, fmt.Errorf("--samples %d with --jobs %d: want 1 to %d per job (%d samples in all at most)", f.samples, f.jobs, maxCheckSamples/f.jobs, maxCheckSamples)
+		}
+		return nil, 0, 0, 0, fmt.Errorf("--samples %d: want 1 to %d", f.samples, maxCheckSamples)
 	}
 	if f.jobs > 1 && f.profile == probes.ProfileRandRead {
 		return nil, 0, 0, 0, fmt.Errorf("--jobs applies to the etcd profiles (concurrent writers), not randread")
@@ -217,8 +237,8 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	}
 	if f.blockSize != "" {
 		b, err := config.ParseByteSize(f.blockSize)
-		if err != nil || b <= 0 {
-			return nil, 0, 0, 0, fmt.Errorf("--block-size %q: want a positive size, e.g. 2300 or 4k", f.blockSize)
+		if err != nil || b <= 0 || b > config.MaxBlockSize {
+			return nil, 0, 0, 0, fmt.Errorf("--block-size %q: want a positive size up to %s, e.g. 2300 or 4k", f.blockSize, config.MaxBlockSize.Show())
 		}
 		bs = int64(b)
 	}
@@ -240,26 +260,39 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		return &exitError{checkExitNotKnown, fmt.Errorf("%w (use an empty subdirectory on the same filesystem)", err)}
 	}
 	dir = abs
-	var latLog *os.File
+	created, err := missingDir(dir)
+	if err != nil {
+		return &exitError{checkExitNotKnown, err}
+	}
+	stopped := false // by a signal or --timeout: an I/O may be hung there
+	if created {
+		// check leaves no directory behind that the user did not have:
+		// rmdir removes it only when empty (a kept working set stays).
+		// Not after a stop: on a hung FUSE or disk the rmdir could hang
+		// the exit too, like the unlink leftBehind avoids.
+		defer func() {
+			if !stopped {
+				_ = os.Remove(dir)
+			}
+		}()
+	}
 	if f.latLog != "" {
-		// Opened before anything is measured: a run must not end unable
-		// to save what it measured.
-		if latLog, err = os.Create(f.latLog); err != nil {
-			return &exitError{exitUsage, fmt.Errorf("--lat-log: %w", err)}
-		}
-		defer latLog.Close()
-		if _, err := io.WriteString(latLog, "profile,job,op,latency_ns\n"); err != nil {
-			return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+		if err := latLogUsable(f.latLog); err != nil {
+			return &exitError{checkExitNotKnown, err}
 		}
 	}
+	var latLog *os.File
+	var latErr error
+	defer func() {
+		if latLog != nil {
+			latLog.Close()
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	out := cmd.OutOrStdout()
-	var status *statusLine
-	if !f.jsonOut {
-		status = newStatusLine(cmd.ErrOrStderr())
-	}
+	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
 	var results []checkJSON
 	var failed, notKnown []string
 	for _, profile := range profiles {
@@ -282,9 +315,14 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 		}
 		j := f.summarize(res, err, start)
-		if latLog != nil {
+		// The log failing loses the log, never the result: it is printed,
+		// and the exit status is 2.
+		if f.latLog != "" && latLog == nil && latErr == nil && j.Samples > 0 {
+			latLog, latErr = openLatLog(f.latLog, cmd.ErrOrStderr())
+		}
+		if latLog != nil && latErr == nil {
 			if err := writeLatLog(latLog, profile, res.Ops); err != nil {
-				return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+				latErr = fmt.Errorf("--lat-log %s: %w", f.latLog, err)
 			}
 		}
 		results = append(results, j)
@@ -299,13 +337,15 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 		}
 		// A signal or the timeout ends the whole run, not just this profile.
 		if errors.Is(err, probes.ErrInterrupted) || errors.Is(err, probes.ErrTimeout) {
+			stopped = true
 			break
 		}
 	}
 	if latLog != nil {
-		if err := latLog.Close(); err != nil {
-			return &exitError{checkExitNotKnown, fmt.Errorf("--lat-log: %w", err)}
+		if err := latLog.Close(); err != nil && latErr == nil {
+			latErr = fmt.Errorf("--lat-log %s: %w", f.latLog, err)
 		}
+		latLog = nil
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
@@ -320,12 +360,101 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	}
 	// A FAIL is certain, so it outranks a profile that could not be measured.
 	if len(failed) > 0 {
+		if latErr != nil {
+			return &exitError{checkExitExceeded, fmt.Errorf("%s: p99 latency over the threshold; %w", strings.Join(failed, ", "), latErr)}
+		}
 		return &exitError{checkExitExceeded, fmt.Errorf("%s: p99 latency over the threshold", strings.Join(failed, ", "))}
 	}
 	if len(notKnown) > 0 {
 		return &exitError{checkExitNotKnown, errors.New(strings.Join(notKnown, "; "))}
 	}
+	if latErr != nil {
+		return &exitError{checkExitNotKnown, latErr}
+	}
 	return nil
+}
+
+// missingDir reports whether DIR does not exist yet, so check will create
+// it (the last element only, mode 0700, as the daemon does). A missing
+// parent is refused: it is usually a disk that is not mounted, and
+// measuring the disk underneath would judge the wrong one.
+func missingDir(dir string) (bool, error) {
+	_, err := os.Lstat(dir)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return false, nil // what is there is probes.Check's to judge
+	}
+	parent := filepath.Dir(dir)
+	fi, err := os.Stat(parent)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("%s: parent directory %s does not exist (check creates the directory, never its parents)", dir, parent)
+	case err != nil:
+		return false, fmt.Errorf("%s: %w", dir, err)
+	case !fi.IsDir():
+		return false, fmt.Errorf("%s: parent %s is not a directory", dir, parent)
+	}
+	return true, nil
+}
+
+// latLogUsable refuses, before anything is measured, a --lat-log path that
+// could not be written: a symlink (never followed: it could point at any
+// file root can write), something other than a regular file, or a missing
+// directory. The file itself is created only once there is something to
+// write (openLatLog).
+func latLogUsable(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("--lat-log %s: is a symlink; not followed: name the file itself", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("--lat-log %s: is not a regular file (%v)", path, fi.Mode().Type())
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--lat-log %s: %w", path, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--lat-log %s: directory %s does not exist", path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// openLatLog creates the latency log when the first samples are in: a run
+// that is refused leaves an existing file as it was. O_NOFOLLOW refuses a
+// symlink planted since latLogUsable; an existing regular file is replaced,
+// and stderr says so.
+func openLatLog(path string, warn io.Writer) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	existed := errors.Is(err, unix.EEXIST)
+	if existed {
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("--lat-log %s: is a symlink; not followed: name the file itself", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--lat-log %s: %w", path, err)
+	}
+	lf := os.NewFile(uintptr(fd), path)
+	if existed {
+		fi, err := lf.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("is not a regular file (%v)", fi.Mode().Type())
+		}
+		if err == nil {
+			err = lf.Truncate(0)
+		}
+		if err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("--lat-log %s: %w", path, err)
+		}
+		fmt.Fprintf(warn, "diskcanary: --lat-log %s existed: replaced\n", path)
+	}
+	if _, err := io.WriteString(lf, "profile,job,op,latency_ns\n"); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("--lat-log %s: %w", path, err)
+	}
+	return lf, nil
 }
 
 // writeLatLog appends one profile's ops to the latency log: jobs and ops
@@ -438,13 +567,19 @@ func printTable(w io.Writer, r *probes.CheckResult, j checkJSON, bs int64) {
 		if *r.Gap > 0 {
 			pace = fmt.Sprintf("%v between ops (etcd's appends come with gaps)", *r.Gap)
 		}
-		fmt.Fprintf(w, "  %s sequential %d-byte appends into a preallocated segment, fdatasync after each, %s\n", count, bs, pace)
+		// With several jobs every count is per job (the worst job's
+		// samples are the ones shown), and both lines say so.
+		perJob := ""
+		if j.Jobs > 1 {
+			perJob = " per job"
+		}
+		fmt.Fprintf(w, "  %s sequential %d-byte appends%s into a preallocated segment, fdatasync after each, %s\n", count, bs, perJob, pace)
 		if j.Jobs > 1 {
 			p99s := make([]string, len(j.JobP99Seconds))
 			for i, p := range j.JobP99Seconds {
 				p99s[i] = fmtSec(p)
 			}
-			fmt.Fprintf(w, "  %d jobs at once, each on its own file; judged on the worst (job p99s: %s)\n", j.Jobs, strings.Join(p99s, " "))
+			fmt.Fprintf(w, "  %d jobs at once, %d appends each, each job on its own file; judged on the worst job (job p99s: %s)\n", j.Jobs, j.PlannedSamples, strings.Join(p99s, " "))
 		}
 		if len(r.Writes) > 0 {
 			fmt.Fprintf(w, "  write (not judged): p50=%s p99=%s max=%s\n",

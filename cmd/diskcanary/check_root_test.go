@@ -8,20 +8,26 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/testenv"
 	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/probes"
 )
 
 func runCheckProcess(t *testing.T, wrap func(string, ...string) *exec.Cmd, dir string) (checkJSON, int) {
 	t.Helper()
-	cmd := diskcanaryCmd(t, wrap, "check", dir, "--samples", "200", "--min-free", "0", "--json")
+	// --allow-unsafe-fs: the loop device's file is in tmpfs, which check
+	// otherwise refuses to judge (TestCheckOnLoopBackedByTmpfsIsNeverAPass).
+	cmd := diskcanaryCmd(t, wrap, "check", dir, "--samples", "200", "--min-free", "0", "--json", "--allow-unsafe-fs")
 	out, err := cmd.Output()
 	code := 0
 	var ee *exec.ExitError
@@ -65,6 +71,49 @@ func TestCheckVerdictFlipsUnderBlkioThrottle(t *testing.T) {
 	require.Less(t, slow.Samples, 200)
 	require.Regexp(t, `^stopped after \d+ of 200 samples: 3 were over 10\.00ms, more than the p99 allows \(2\), so it cannot pass$`, slow.Reason)
 	require.Greater(t, slow.LatencySeconds.P99, 0.010)
+}
+
+// ext4 on a loop device whose file is in tmpfs is memory: check follows
+// the loop to its backing file's filesystem, and through a stack of loops,
+// and refuses as it refuses tmpfs (exit 2, the chain in the reason); a loop
+// whose file is on a disk's filesystem is measured.
+func TestCheckOnLoopBackedByTmpfsIsNeverAPass(t *testing.T) {
+	inner, innerDev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	outer, outerDev := testenv.LoopFSIn(t, inner, 32<<20, "ext4")
+	backing := func(dev string) string {
+		b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop/backing_file"))
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	innerVia := fmt.Sprintf("ext4 on %s, whose backing file %s is on tmpfs", filepath.Base(innerDev), backing(innerDev))
+	outerVia := fmt.Sprintf("ext4 on %s, whose backing file %s is %s", filepath.Base(outerDev), backing(outerDev), innerVia)
+	for _, tc := range []struct{ mnt, via string }{{inner, innerVia}, {outer, outerVia}} {
+		dir := filepath.Join(tc.mnt, "canary")
+		out, code, err := runCLI(t, "check", dir, "--samples", "200", "--min-free", "0", "--json")
+		require.Equal(t, 2, code, out)
+		require.EqualError(t, err, fmt.Sprintf("could not measure etcd on %s: %s is %s (memory): no disk to measure (--allow-unsafe-fs to run it anyway)", dir, dir, tc.via))
+		j := decodeCheck(t, out)
+		require.Equal(t, "could not measure", j.Verdict)
+		require.False(t, j.Trusted)
+		require.Equal(t, tc.via+": this filesystem does not tell the truth about a disk", j.Warnings[0])
+		require.Equal(t, 0, j.Samples)
+		require.NoDirExists(t, dir, "check removes the directory it created")
+	}
+
+	// The daemon's startup check says the same.
+	warnings, err := probes.Preflight(config.Probe{Name: "wal", Kind: config.KindWAL, Dir: filepath.Join(outer, "canary")})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(outer, "canary") + " is on " + outerVia +
+		`: its latencies are not a disk's, and the daemon will export diskcanary_probe_target_warning{warning="tmpfs"} 1`}, warnings)
+
+	// A loop device whose file is on the test's disk is a disk.
+	disk, _ := testenv.LoopFS(t, 128<<20, "ext4")
+	out, code, err := runCLI(t, "check", filepath.Join(disk, "canary"), "--profile", "fio-etcd", "--samples", "200", "--min-free", "0", "--max-p99", "10s", "--json")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	j := decodeCheck(t, out)
+	require.True(t, j.Trusted, "%v", j.Warnings)
+	require.Equal(t, "pass", j.Verdict)
 }
 
 // A hung disk makes check give up with a one-line reason and exit 2,

@@ -148,7 +148,7 @@ func TestCheckTakesFioSizes(t *testing.T) {
 		require.Equal(t, 2, code, ws)
 		require.ErrorContains(t, err, "min_free", ws)
 	}
-	_, code, err = runCLI(t, "check", dir, "--block-size", "22m", "--samples", "10", "--min-free", "1000TB")
+	_, code, err = runCLI(t, "check", dir, "--block-size", "1m", "--samples", "10", "--min-free", "1000TB")
 	require.Equal(t, 2, code)
 	require.ErrorContains(t, err, "min_free")
 	entries, _ := os.ReadDir(dir)
@@ -166,10 +166,10 @@ func TestCheckExitCodes(t *testing.T) {
 	require.Contains(t, out, "FAIL: fdatasync p99")
 	require.Contains(t, out, "(partial: stopped after 2 of 100 samples: 2 were over 0.0µs, more than the p99 allows (1), so it cannot pass)\n")
 	// 2: could not measure, with a one-line reason.
-	_, code, err := runCLI(t, "check", filepath.Join(dir, "no", "such", "dir"), "--samples", "10")
+	_, code, err := runCLI(t, "check", dir, "--samples", "10", "--min-free", "1000TB")
 	require.Equal(t, 2, code)
 	require.Contains(t, err.Error(), "could not measure etcd")
-	require.Contains(t, err.Error(), "no such file or directory")
+	require.Contains(t, err.Error(), "min_free")
 	require.NotContains(t, err.Error(), "\n")
 	// 64: usage errors, cobra's own among them, before anything runs.
 	for _, args := range [][]string{
@@ -186,6 +186,34 @@ func TestCheckExitCodes(t *testing.T) {
 	_, code, err = runCLI(t, "check", dir, "--samples", "10", "--min-free", "1000TB")
 	require.Equal(t, 2, code)
 	require.Contains(t, err.Error(), "min_free")
+}
+
+// Sizes that would allocate the machine's memory are refused before any
+// buffer is sized (exit 64, the bound in the message), never an out of
+// memory or a makeslice panic; nothing is created in DIR.
+func TestCheckBoundsBeforeAllocating(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--samples", "1000000000000"}, "--samples 1000000000000: want 1 to 1000000"},
+		{[]string{"--profile", "randread", "--samples", "9223372036854775807"}, "--samples 9223372036854775807: want 1 to 1000000"},
+		{[]string{"--samples", "-1"}, "--samples -1: want 1 to 1000000"},
+		{[]string{"--samples", "500001", "--jobs", "2"}, "--samples 500001 with --jobs 2: want 1 to 500000 per job (1000000 samples in all at most)"},
+		{[]string{"--block-size", "1TiB"}, `--block-size "1TiB": want a positive size up to 1MiB, e.g. 2300 or 4k`},
+		{[]string{"--block-size", "1048577"}, `--block-size "1048577": want a positive size up to 1MiB, e.g. 2300 or 4k`},
+	} {
+		_, code, err := runCLI(t, append([]string{"check", dir, "--min-free", "0"}, tc.args...)...)
+		require.Equal(t, exitUsage, code, "%q", tc.args)
+		require.EqualError(t, err, tc.err, "%q", tc.args)
+	}
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries)
+	// The bound itself is a run.
+	_, code, err := runCLI(t, "check", dir, "--samples", "500000", "--jobs", "2", "--min-free", "1000TB")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "min_free")
 }
 
 func TestCheckTableLooksLikeFio(t *testing.T) {
@@ -215,7 +243,8 @@ func TestCheckJobs(t *testing.T) {
 	out, code, err := runCLI(t, "check", dir, "--jobs", "2", "--profile", "fio-etcd", "--samples", "200", "--min-free", "0", "--max-p99", "10s")
 	require.NoError(t, err, out)
 	require.Equal(t, 0, code)
-	require.Regexp(t, `\n  2 jobs at once, each on its own file; judged on the worst \(job p99s: \S+ \S+\)\n`, out)
+	require.Contains(t, out, "\n  200 sequential 2300-byte appends per job into a preallocated segment, fdatasync after each, back to back")
+	require.Regexp(t, `\n  2 jobs at once, 200 appends each, each job on its own file; judged on the worst job \(job p99s: \S+ \S+\)\n`, out)
 	out, code, err = runCLI(t, "check", dir, "--jobs", "3", "--profile", "all", "--samples", "100", "--working-set", "4MiB", "--min-free", "0", "--max-p99", "10s", "--json")
 	require.NoError(t, err, out)
 	require.Equal(t, 0, code)
@@ -268,8 +297,97 @@ func TestCheckLatLog(t *testing.T) {
 	}
 
 	_, code, err = runCLI(t, "check", dir, "--samples", "100", "--lat-log", filepath.Join(dir, "no", "such", "dir", "lat.csv"))
-	require.Equal(t, exitUsage, code)
-	require.ErrorContains(t, err, "--lat-log: open "+filepath.Join(dir, "no"))
+	require.Equal(t, 2, code)
+	require.EqualError(t, err, "--lat-log "+filepath.Join(dir, "no", "such", "dir", "lat.csv")+": directory "+filepath.Join(dir, "no", "such", "dir")+" does not exist")
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries, "nothing measured, nothing left")
+}
+
+// --lat-log never writes through a symlink, and never touches a file for a
+// run that measures nothing; an existing file is replaced once samples are
+// in, and stderr says so.
+func TestCheckLatLogIsCreatedOnlyToBeWritten(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	victim := filepath.Join(other, "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("precious\n"), 0o600))
+	link := filepath.Join(other, "lat.csv")
+	require.NoError(t, os.Symlink(victim, link))
+	_, code, err := runCLI(t, "check", dir, "--samples", "100", "--min-free", "0", "--lat-log", link)
+	require.Equal(t, 2, code)
+	require.EqualError(t, err, "--lat-log "+link+": is a symlink; not followed: name the file itself")
+	b, _ := os.ReadFile(victim)
+	require.Equal(t, "precious\n", string(b))
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "refused before measuring")
+
+	// A run refused (the free-space floor) leaves an existing log as it was.
+	log := filepath.Join(other, "old.csv")
+	require.NoError(t, os.WriteFile(log, []byte("last week's run\n"), 0o644))
+	_, code, err = runCLI(t, "check", dir, "--samples", "100", "--min-free", "1000TB", "--lat-log", log)
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "min_free")
+	b, _ = os.ReadFile(log)
+	require.Equal(t, "last week's run\n", string(b))
+	fresh := filepath.Join(other, "fresh.csv")
+	_, code, _ = runCLI(t, "check", dir, "--samples", "100", "--min-free", "1000TB", "--lat-log", fresh)
+	require.Equal(t, 2, code)
+	require.NoFileExists(t, fresh, "nothing measured, no log created")
+
+	// A run that measures replaces it, and says so.
+	out, code, err := runCLI(t, "check", dir, "--profile", "fio-etcd", "--samples", "100", "--min-free", "0", "--max-p99", "10s", "--lat-log", log)
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(out, "diskcanary: --lat-log "+log+" existed: replaced\n"), out)
+	b, _ = os.ReadFile(log)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	require.Len(t, lines, 101)
+	require.Equal(t, "profile,job,op,latency_ns", lines[0])
+	require.True(t, strings.HasPrefix(lines[100], "fio-etcd,1,100,"), lines[100])
+}
+
+// A DIR that does not exist is created for the run (mode 0700, the last
+// element only) and removed after it, measured or refused; a missing parent
+// is one line and exit 2, nothing created.
+func TestCheckMissingDir(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "no", "such")
+	_, code, err := runCLI(t, "check", dir, "--samples", "10", "--min-free", "0")
+	require.Equal(t, 2, code)
+	require.EqualError(t, err, dir+": parent directory "+filepath.Join(base, "no")+" does not exist (check creates the directory, never its parents)")
+	require.NoDirExists(t, filepath.Join(base, "no"))
+
+	dir = filepath.Join(base, "new")
+	_, code, err = runCLI(t, "check", dir, "--samples", "10", "--min-free", "1000TB")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "min_free")
+	require.NoDirExists(t, dir, "refused: the directory check created is removed")
+
+	out, code, err := runCLI(t, "check", dir, "--profile", "fio-etcd", "--samples", "100", "--min-free", "0", "--max-p99", "10s")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "PASS: fdatasync p99")
+	require.NoDirExists(t, dir, "measured: the directory check created is removed")
+
+	// A kept working set keeps the directory it is in.
+	_, code, err = runCLI(t, "check", dir, "--profile", "randread", "--working-set", "4m", "--keep-working-set", "--samples", "100", "--min-free", "0", "--max-p99", "10s")
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	require.FileExists(t, filepath.Join(dir, ".diskcanary-check-readset"))
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+
+	// Stopped by --timeout: left, as an I/O may be hung there (an rmdir on
+	// a hung FUSE directory would hang check's exit too).
+	stoppedDir := filepath.Join(base, "stopped")
+	_, code, err = runCLI(t, "check", stoppedDir, "--profile", "fio-etcd", "--samples", "100000", "--timeout", "100ms", "--min-free", "0")
+	require.Equal(t, 2, code)
+	require.ErrorContains(t, err, "--timeout 100ms: timed out after ")
+	require.DirExists(t, stoppedDir)
+
+	// An existing directory is never removed, even empty.
+	keep := t.TempDir()
+	_, code, _ = runCLI(t, "check", keep, "--samples", "10", "--min-free", "1000TB")
+	require.Equal(t, 2, code)
+	require.DirExists(t, keep)
 }

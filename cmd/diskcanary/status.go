@@ -12,38 +12,58 @@ import (
 	"github.com/diskcanary/diskcanary/probes"
 )
 
-// statusLine is check's fio-like status line: one line on a terminal,
-// rewritten in place about once a second, and nothing at all when the
-// output is not a terminal (a CI log or a pipe gets the result only).
+// statusLine is check's fio-like progress on stderr. On a terminal it is
+// one line rewritten in place about once a second. Elsewhere (a CI log, a
+// pipe) it is one plain line every plainStatusEvery, as fio --eta=always
+// prints, so a two-minute run does not look hung; with --json too, as the
+// JSON is stdout's alone. On a terminal --json silences it: the JSON is
+// read on that terminal. --quiet turns it off.
 type statusLine struct {
 	w       io.Writer
+	tty     bool
 	written bool
+	last    time.Time // when the last plain line was printed
 }
 
-// newStatusLine returns nil unless w is a terminal.
-func newStatusLine(w io.Writer) *statusLine {
-	f, ok := w.(*os.File)
-	if !ok {
+// plainStatusEvery is how often a non-terminal gets a status line; tests
+// shorten it.
+var plainStatusEvery = 10 * time.Second
+
+// newStatusLine returns nil when there is to be no status.
+func newStatusLine(w io.Writer, quiet, jsonOut bool) *statusLine {
+	if quiet {
 		return nil
 	}
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+	s := &statusLine{w: w, last: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		s.tty = err == nil
+	}
+	if s.tty && jsonOut {
 		return nil
 	}
-	return &statusLine{w: w}
+	return s
 }
 
-// progress is the callback for one profile's run (nil without a terminal).
+// progress is the callback for one profile's run (nil without a status).
 func (s *statusLine) progress(profile string) func(probes.CheckProgress) {
 	if s == nil {
 		return nil
 	}
 	return func(p probes.CheckProgress) {
+		if !s.tty {
+			if time.Since(s.last) >= plainStatusEvery {
+				s.last = time.Now()
+				fmt.Fprintln(s.w, statusText(profile, p))
+			}
+			return
+		}
 		s.written = true
 		fmt.Fprintf(s.w, "\r%s\x1b[K", statusText(profile, p))
 	}
 }
 
-// clear erases the line before the result is printed.
+// clear erases the terminal's line before the result is printed.
 func (s *statusLine) clear() {
 	if s != nil && s.written {
 		fmt.Fprint(s.w, "\r\x1b[K")

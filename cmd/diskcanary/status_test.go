@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,9 +76,52 @@ func TestCheckStatusLineOnATerminal(t *testing.T) {
 	require.Contains(t, stdout, `"verdict": "pass"`)
 }
 
-// Not a terminal (a CI log, a pipe): no status line.
-func TestCheckNoStatusLineWithoutATerminal(t *testing.T) {
-	cmd := diskcanaryCmd(t, nil, "check", t.TempDir(), "--gap", "1ms", "--samples", "1500", "--min-free", "0", "--max-p99", "10s")
+// Not a terminal (a CI log, a pipe): one plain line on stderr every
+// plainStatusEvery (10 s; shortened here to every tick, a second), --json
+// or not, stdout untouched; --quiet: nothing on stderr.
+func TestCheckPlainStatusWithoutATerminal(t *testing.T) {
+	defer func(d time.Duration) { plainStatusEvery = d }(plainStatusEvery)
+	plainStatusEvery = time.Nanosecond
+	dir := t.TempDir()
+	line := regexp.MustCompile(`^etcd: \[\d+\.\d%\]\[\d+ of 250 ops\]\[p50=\S+ p99=\S+\]\[eta \d\dm:\d\ds\]$`)
+	for _, tc := range []struct {
+		args  []string
+		lines bool
+	}{
+		{nil, true},
+		{[]string{"--json"}, true},
+		{[]string{"--quiet"}, false},
+		{[]string{"-q", "--json"}, false},
+	} {
+		// 250 ops 5 ms apart: over 1.25 s, so at least one tick.
+		root := newRootCmd()
+		var stdout, stderr bytes.Buffer
+		root.SetOut(&stdout)
+		root.SetErr(&stderr)
+		root.SetArgs(append([]string{"check", dir, "--gap", "5ms", "--samples", "250", "--min-free", "0", "--max-p99", "10s"}, tc.args...))
+		require.NoError(t, root.Execute(), "%q", tc.args)
+		if !tc.lines {
+			require.Empty(t, stderr.String(), "%q", tc.args)
+		} else {
+			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			require.NotEmpty(t, stderr.String(), "%q", tc.args)
+			for _, l := range lines {
+				require.Regexp(t, line, l, "%q", tc.args)
+			}
+		}
+		require.NotContains(t, stdout.String(), "of 250 ops", "%q: the status is stderr's", tc.args)
+		require.NotContains(t, stderr.String(), "\r")
+		if slices.Contains(tc.args, "--json") {
+			var j checkJSON
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &j), "stdout is the JSON alone")
+		}
+	}
+}
+
+// The default interval: a run shorter than 10 s prints no status line.
+func TestCheckNoStatusInItsFirst10s(t *testing.T) {
+	dir := t.TempDir()
+	cmd := diskcanaryCmd(t, nil, "check", dir, "--gap", "1ms", "--samples", "1500", "--min-free", "0", "--max-p99", "10s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run())

@@ -101,3 +101,31 @@ func collectDisks(sysfs, name string, depth int, visited, disks map[string]bool)
 		collectDisks(sysfs, NameFromSysfs(s.Name()), depth+1, visited, disks)
 	}
 }
+
+// LoopFile is a loop device under a block device and the file behind it.
+type LoopFile struct {
+	Loop string // kernel name, e.g. loop3
+	File string // its backing file, as the kernel names it
+}
+
+// LoopFiles returns the loop devices among the physical disks under name
+// (PhysicalDisks: a partition's disk, dm and md slaves) with their
+// backing files (sysfs loop/backing_file). A backing file that was
+// deleted (the kernel appends " (deleted)") is left out: there is no
+// filesystem left to name.
+func LoopFiles(sysfs, name string) []LoopFile {
+	var out []LoopFile
+	for _, d := range PhysicalDisks(sysfs, name) {
+		dir := SysfsDir(sysfs, d)
+		if dir == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "loop", "backing_file"))
+		f := strings.TrimSuffix(string(b), "\n")
+		if err != nil || f == "" || strings.HasSuffix(f, " (deleted)") {
+			continue
+		}
+		out = append(out, LoopFile{Loop: d, File: f})
+	}
+	return out
+}

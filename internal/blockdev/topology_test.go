@@ -120,3 +120,31 @@ func TestSlashInKernelName(t *testing.T) {
 	require.Equal(t, "cciss/c0d0", disk0)
 	require.Equal(t, []string{"cciss/c0d0"}, PhysicalDisks(sys, "cciss/c0d0p1"))
 }
+
+// LoopFiles finds the loop devices under a device (a partition of one, a
+// dm device over two) with their backing files, leaving out a deleted one.
+func TestLoopFiles(t *testing.T) {
+	sys := t.TempDir()
+	mk := func(rel, content string) {
+		p := filepath.Join(sys, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	mk("block/loop3/loop/backing_file", "/dev/shm/a.img\n")
+	mk("block/loop3/loop3p1/partition", "1\n")
+	mk("block/loop4/loop/backing_file", "/var/lib/b.img\n")
+	mk("block/loop5/loop/backing_file", "/tmp/c.img (deleted)\n")
+	mk("block/sda/size", "1\n")
+	for _, s := range []string{"loop3", "loop4", "loop5"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(sys, "block/dm-0/slaves", s), 0o755))
+	}
+	for name, want := range map[string][]LoopFile{
+		"loop3":   {{"loop3", "/dev/shm/a.img"}},
+		"loop3p1": {{"loop3", "/dev/shm/a.img"}},
+		"dm-0":    {{"loop3", "/dev/shm/a.img"}, {"loop4", "/var/lib/b.img"}},
+		"loop5":   nil,
+		"sda":     nil,
+	} {
+		require.Equal(t, want, LoopFiles(sys, name), name)
+	}
+}

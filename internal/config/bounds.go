@@ -33,6 +33,9 @@ const (
 	// directories with the default wal + randread pair: more disks than a
 	// 60-bay storage server has.
 	MaxProbeTargets = 128
+	// MaxBlockSize bounds a probe's block_size and check's --block-size:
+	// one aligned buffer of it lives for the probe's (or the run's) life.
+	MaxBlockSize ByteSize = 1 << 20
 	// MaxSmartDevices bounds smart.devices, and what the SMART runner reads
 	// from a smartctl --scan-open (a device costs a goroutine, its state and
 	// ~17 series, never a thread: smartctl runs are bounded by concurrency).

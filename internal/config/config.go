@@ -315,8 +315,7 @@ var probeKeys = []key[Probe]{
 	field("interval", func(p *Probe) *time.Duration { return &p.Interval }, duration, within(10*time.Millisecond, 24*time.Hour)),
 	field("jitter", func(p *Probe) *float64 { return &p.Jitter }, ratio, fraction),
 	field("ops", func(p *Probe) *int { return &p.Ops }, count, within(1, 10_000)),
-	// One aligned buffer of block_size per probe lives for the probe's life.
-	field("block_size", func(p *Probe) *ByteSize { return &p.BlockSize }, size, within[ByteSize](1, 1<<20)),
+	field("block_size", func(p *Probe) *ByteSize { return &p.BlockSize }, size, within[ByteSize](1, MaxBlockSize)),
 	field("layout", func(p *Probe) *string { return &p.Layout }, text, optional(oneOf(LayoutAppend, LayoutOverwrite))),
 	// A pause between timed ops: more than a second is no longer a WAL burst.
 	field("gap", func(p *Probe) *time.Duration { return p.Gap }, duration, within(0, time.Second)),
