@@ -119,3 +119,23 @@ func TestHelmRuleDefaultsAreTheGenerators(t *testing.T) {
 		require.Equal(t, fmt.Sprint(v), fmt.Sprint(got[k]), k)
 	}
 }
+
+// TestHelmRuleValuesAreValidated: values.schema.json refuses a misspelt
+// threshold, a URL Grafana cannot be, a ratio over 1 and an empty selector.
+func TestHelmRuleValuesAreValidated(t *testing.T) {
+	for values, want := range map[string]string{
+		`prometheusRule: {thresholds: {fdatasyncSlow: 0.02}}`:     "fdatasyncSlow",
+		`prometheusRule: {thresholds: {readSlowSeconds: "25ms"}}`: "readSlowSeconds",
+		`prometheusRule: {thresholds: {wearWarningRatio: 80}}`:    "wearWarningRatio",
+		`prometheusRule: {thresholds: {fdatasyncSlowSeconds: 0}}`: "fdatasyncSlowSeconds",
+		`prometheusRule: {grafanaURL: grafana.example.com}`:       "grafanaURL",
+		`prometheusRule: {grafanaURL: "https://grafana/a'b"}`:     "grafanaURL",
+		`prometheusRule: {jobSelector: ""}`:                       "jobSelector",
+	} {
+		_, err := renderChart(values, false)
+		require.Error(t, err, values)
+		require.Contains(t, err.Error(), want, values)
+	}
+	_, err := renderChart(`prometheusRule: {grafanaURL: "https://grafana.example.com:3000/sub/", thresholds: {wearWarningRatio: 0.7}}`, false)
+	require.NoError(t, err)
+}
