@@ -42,7 +42,7 @@ func TestHelmWithoutTheOperator(t *testing.T) {
 	require.NoError(t, err)
 	notes := out["diskcanary/templates/NOTES.txt"]
 	require.Contains(t, notes, "No ServiceMonitor or PrometheusRule installed: this cluster serves no monitoring.coreos.com/v1 API")
-	require.Contains(t, notes, "load the rules first, alerts/diskcanary-rules.yml in Prometheus's rule_files, or most panels stay empty.")
+	require.Contains(t, notes, "load the rules first, alerts/diskcanary-rules.yml (the diskcanary repository) in Prometheus's rule_files, or most panels stay empty.")
 	require.NotContains(t, notes, "ruleSelector")
 	out, err = renderChartOn("", false, operatorAPI)
 	require.NoError(t, err)
