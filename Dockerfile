@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
 #
-# diskcanary container image: a static binary on Debian slim with smartctl.
+# diskcanary container image: a static binary on Debian slim with smartctl,
+# for building with docker from Docker Hub's golang and debian images. The
+# released image (ghcr.io/diskcanary/diskcanary) is built without a registry
+# by deploy/image/build.sh: FROM scratch, the same binary and smartctl.
 #
 #   docker build -t diskcanary \
 #     --build-arg VERSION=$(git describe --tags --always) \

@@ -6,5 +6,7 @@
 // with systemd-analyze. The PrometheusRule (deploy/kubernetes/base) and the
 // chart's files/ are not written here: internal/rulegen generates them with
 // the rule file and the dashboards (go generate ./...).
-// deploy/build.sh is the one way to build a release binary.
+// deploy/build.sh is the one way to build a release binary, and
+// deploy/image/build.sh the image people pull (image_test.go builds, runs
+// and scrapes it with podman).
 package deploy

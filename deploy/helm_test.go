@@ -35,10 +35,17 @@ const (
 )
 
 // renderChart renders the chart as `helm template diskcanary
-// deploy/helm/diskcanary -n diskcanary -f VALUES` does, with Helm's own
-// loader (which validates Chart.yaml), values coalescing, values.schema.json
-// validation (unless skipSchema) and template engine.
+// deploy/helm/diskcanary -n diskcanary -f VALUES --api-versions
+// monitoring.coreos.com/v1` does (a cluster with the Prometheus Operator),
+// with Helm's own loader (which validates Chart.yaml), values coalescing,
+// values.schema.json validation (unless skipSchema) and template engine.
 func renderChart(values string, skipSchema bool) (map[string]string, error) {
+	return renderChartOn(values, skipSchema, operatorAPI)
+}
+
+// renderChartOn renders as renderChart on a cluster that serves Helm's
+// default APIs and apiVersions.
+func renderChartOn(values string, skipSchema bool, apiVersions ...string) (map[string]string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, err
@@ -47,8 +54,10 @@ func renderChart(values string, skipSchema bool) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.APIVersions = append(caps.APIVersions, apiVersions...)
 	top, err := chartutil.ToRenderValuesWithSchemaValidation(chrt, vals,
-		chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}, nil, skipSchema)
+		chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, IsInstall: true}, caps, skipSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +71,13 @@ var yamlDocSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
 // most one object of each kind.
 func decodeChart(t *testing.T, values string) manifests {
 	t.Helper()
-	out, err := renderChart(values, false)
+	return decodeChartOn(t, values, operatorAPI)
+}
+
+// decodeChartOn is decodeChart on a cluster serving apiVersions.
+func decodeChartOn(t *testing.T, values string, apiVersions ...string) manifests {
+	t.Helper()
+	out, err := renderChartOn(values, false, apiVersions...)
 	require.NoError(t, err)
 	var m manifests
 	kinds := map[string]string{}

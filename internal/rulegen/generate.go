@@ -62,7 +62,7 @@ func Files(p Params) (map[string][]byte, error) {
 		}
 		out[name] = b
 	}
-	if err := addCopies(out); err != nil {
+	if err := addCopies(out, p); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -82,3 +82,15 @@ app.kubernetes.io/part-of: diskcanary
 {{- define "diskcanary.probeVolume" -}}
 {{- if eq (int .) 0 }}probe{{ else }}probe-{{ . }}{{ end }}
 {{- end }}
+
+{{/* A latency in seconds as the generator's alert text writes it: 10 ms, 1.5 s. */}}
+{{- define "diskcanary.latency" -}}
+{{- if lt (float64 .) 1.0 }}{{ mulf . 1000 }} ms{{ else }}{{ float64 . }} s{{ end }}
+{{- end }}
+
+{{/* (list TEXT FILL): TEXT with each placeholder of the dict FILL replaced. */}}
+{{- define "diskcanary.fill" -}}
+{{- $s := index . 0 }}
+{{- range $placeholder, $text := index . 1 }}{{ $s = replace $placeholder $text $s }}{{ end }}
+{{- $s }}
+{{- end }}
