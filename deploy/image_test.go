@@ -56,7 +56,7 @@ func hybridCgroups() bool {
 var runArgs = []string{"run", "--rm", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"}
 
 // TestImageEndToEnd builds the image people pull with deploy/image/build.sh
-// (Debian's packages, no registry), runs it with podman as the README
+// (Debian's packages, no registry), runs it with podman as docs/deploy.md
 // shows, scrapes its /metrics through a port published on 127.0.0.1, and
 // runs `smart` in it: on a saved smartctl report, and live, where the
 // container sees no disk.

@@ -27,7 +27,7 @@ const (
 	ProfileEtcd = "etcd"
 	// ProfileFioEtcd is fio's etcd recipe, writes back to back (Gap 0):
 	// for comparison with fio and installer gates that use it. It reads
-	// faster than etcd sees (README "How it measures").
+	// faster than etcd sees (docs/measuring.md, "The write probe").
 	ProfileFioEtcd  = "fio-etcd"
 	ProfileRandRead = "randread"
 )

@@ -15,7 +15,7 @@ import (
 )
 
 // filePrefix starts the name of every file a probe creates, so they are
-// easy to recognise and to clean up (README "Removal"), and CheckProbeDir
+// easy to recognise and to clean up (docs/deploy.md, "Removal"), and CheckProbeDir
 // can tell a dedicated mount (only these and lost+found) from one that
 // holds other data.
 const filePrefix = ".diskcanary-"

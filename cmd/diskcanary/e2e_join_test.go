@@ -14,8 +14,8 @@ import (
 	"github.com/diskcanary/diskcanary/internal/testenv"
 )
 
-// The join expressions documented in README "diskstats and iostat". The
-// rate windows are 30s here (1 s scrapes); the README uses 5m.
+// The join expressions documented in docs/metrics.md, "From a probe to its disks". The
+// rate windows are 30s here (1 s scrapes); the docs use 5m.
 const (
 	// A probe's p99, labelled with each physical disk under its device.
 	joinP99ToDisk = `histogram_quantile(0.99, sum by (le, instance, device) (rate(diskcanary_fdatasync_duration_seconds_bucket[30s])))` +

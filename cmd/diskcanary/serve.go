@@ -88,7 +88,7 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl.StringVar(&f.logFormat, "log.format", "logfmt", "log format: logfmt, json")
 	fl.IntVar(&f.maxProcs, "runtime.gomaxprocs", defaultMaxProcs(),
 		"CPUs the daemon's Go code runs on at once (GOMAXPROCS; the GOMAXPROCS environment variable sets the default); < 1 keeps the Go runtime's choice (every CPU, or the cgroup's CPU limit). "+
-			"At 1, the daemon's own scrapes cannot crowd its probes' threads off the CPUs (README, \"How it measures\")")
+			"At 1, the daemon's own scrapes cannot crowd its probes' threads off the CPUs (docs/measuring.md, \"Normal priority, one thread per probe\")")
 	fl.StringVar(&f.deviceInclude, "collector.diskstats.device-include", "", "regex of kernel device names to export (replaces the config's filter)")
 	fl.StringVar(&f.deviceExclude, "collector.diskstats.device-exclude", "", "regex of kernel device names to leave out (replaces the config's filter)")
 	f.paths.AddFlags(fl)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The SMART defaults as README "SMART" shows them; the embedded default
+// The SMART defaults as docs/configuration.md ("smart") shows them; the embedded default
 // config's smart: block sets only enabled, so every other value here is a
 // default applied. `diskcanary smart` and the runner take theirs from the
 // same constants (TestSmartHelpShowsConfigDefaults, TestRunnerDefaults).

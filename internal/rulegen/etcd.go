@@ -8,7 +8,7 @@ import (
 // The etcd verdict: "is it the disk?" answered per etcd member from etcd's
 // own metrics and the canary on the same node. etcd's series and
 // diskcanary's meet on the node identity (Params.EtcdJoinLabels, "node":
-// what deploy/kubernetes and the README's scrape configs relabel the pod's
+// what deploy/kubernetes and docs/alerts.md's scrape configs relabel the pod's
 // node name into); every rule here is keyed by those labels alone.
 
 // etcd rule names, one place.

@@ -73,7 +73,7 @@ func jnum(v any) *float64 {
 // corpusWant is a device file's expected health as testdata/corpus-health.json
 // states it: literal values, one entry per device file, null where the
 // file's disk did not report the field. Written once from the rules in
-// README "SMART" and checked by hand; a change to a normalisation rule
+// docs/metrics.md ("SMART") and checked by hand; a change to a normalisation rule
 // changes the parser's output for the files it touches, and the diff to
 // this file is the review of that change.
 type corpusWant struct {

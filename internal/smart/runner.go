@@ -145,7 +145,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	cfg.RescanInterval = cmp.Or(cfg.RescanInterval, config.DefaultSmartRescanInterval)
 	cfg.VanishedAfter = cmp.Or(cfg.VanishedAfter, config.DefaultSmartVanishedAfter)
 	cfg.NoCheck = cmp.Or(cfg.NoCheck, config.DefaultSmartNoCheck)
-	// Not a config key: README "SMART" promises quarantine backs off to 1 h.
+	// Not a config key: docs/configuration.md ("smart") promises quarantine backs off to 1 h.
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = time.Hour
 	}

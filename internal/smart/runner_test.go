@@ -204,7 +204,7 @@ func TestRunnerArgs(t *testing.T) {
 }
 
 // TestRunnerDefaults: a zero RunnerConfig field runs with the config's
-// default, as README "SMART" states them (the runner once fell back to a
+// default, as docs/configuration.md ("smart") states them (the runner once fell back to a
 // concurrency of 1 against the config's 2).
 func TestRunnerDefaults(t *testing.T) {
 	r := NewRunner(RunnerConfig{})
