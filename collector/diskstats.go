@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/procfs/blockdevice"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/blockdev"
 )
@@ -79,6 +78,7 @@ type deviceStatic struct {
 	// once so a scrape of a thousand disks does not sort and allocate
 	// twenty thousand label sets.
 	device  []*dto.LabelPair
+	dir     string // the device's sysfs directory, "" when sysfs does not know it
 	expires time.Time
 	// ios is reads+writes completed at the last scrape: a decrease means
 	// the device was torn down and re-created under the same name.
@@ -151,11 +151,15 @@ func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
 	defer c.mu.Unlock()
 	now := c.now()
 	seen := make(map[string]struct{}, len(stats))
+	// One topology for the pass, made on the first device whose sysfs
+	// attributes are (re)read: a device's disk and slaves are then looked
+	// up once, not once per device that names them.
+	var sysfs *sysfsPass
 	for i := range stats {
 		s := &stats[i]
 		name := s.DeviceName
 		seen[name] = struct{}{}
-		st := c.staticFor(s, now)
+		st := c.staticFor(s, now, &sysfs)
 
 		// The join series exists for every device whose disk is exported,
 		// even when the device itself is filtered out (a partition under
@@ -208,14 +212,20 @@ func (c *diskstatsCollector) emitCounters(ch chan<- prometheus.Metric, s *blockd
 // staticFor returns the cached sysfs attributes of a device, reading them
 // when the device is new, was re-created (another MAJ:MIN, or counters that
 // went backwards) or its entry expired.
-func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time) *deviceStatic {
+func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time, pass **sysfsPass) *deviceStatic {
 	ios := s.ReadIOs + s.WriteIOs
 	st, ok := c.static[s.DeviceName]
 	if ok && st.major == s.MajorNumber && st.minor == s.MinorNumber && ios >= st.ios && now.Before(st.expires) {
 		st.ios = ios
 		return st
 	}
-	st = c.readStatic(s.DeviceName, s.MajorNumber, s.MinorNumber)
+	if *pass == nil {
+		*pass = &sysfsPass{topo: blockdev.NewTopology(c.sysfs)}
+	}
+	st = (*pass).readStatic(s.DeviceName, s.MajorNumber, s.MinorNumber)
+	if st.dir == "" {
+		c.logger.Debug("diskstats: device not in sysfs", "device", s.DeviceName)
+	}
 	st.included = c.included(s.DeviceName)
 	st.device = labelPairs("device", s.DeviceName)
 	for _, disk := range st.disks {
@@ -236,29 +246,31 @@ func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time) 
 	return st
 }
 
-func (c *diskstatsCollector) readStatic(name string, major, minor uint32) *deviceStatic {
-	dir := blockdev.SysfsDir(c.sysfs, name)
+// sysfsPass reads the sysfs attributes of the devices new to a scrape:
+// one topology and one read buffer for them all.
+type sysfsPass struct {
+	topo *blockdev.Topology
+	buf  []byte
+}
+
+func (p *sysfsPass) readStatic(name string, major, minor uint32) *deviceStatic {
+	dir := p.topo.SysfsDir(name)
 	// A partition has no queue/ or device/ of its own: identity and block
 	// sizes are its disk's.
 	attrDir := dir
-	if disk, isPart := blockdev.WholeDisk(c.sysfs, name); isPart {
-		attrDir = blockdev.SysfsDir(c.sysfs, disk)
+	if disk, isPart := p.topo.WholeDisk(name); isPart {
+		attrDir = p.topo.SysfsDir(disk)
 	}
-	st := &deviceStatic{major: major, minor: minor, disks: blockdev.PhysicalDisks(c.sysfs, name)}
+	st := &deviceStatic{major: major, minor: minor, disks: p.topo.PhysicalDisks(name), dir: dir}
 	if dir == "" {
-		c.logger.Debug("diskstats: device not in sysfs", "device", name)
 		st.infoValues = []string{u32(major), u32(minor), "", "", "", "", "", "", "", "", "", ""}
 		return st
 	}
-	attr := func(d string, rel ...string) string {
+	attr := func(d string, rel string) string {
 		if d == "" {
 			return ""
 		}
-		b, err := os.ReadFile(filepath.Join(append([]string{d}, rel...)...))
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSpace(string(b))
+		return strings.TrimSpace(string(p.read(d + "/" + rel)))
 	}
 	first := func(d string, rels ...string) string {
 		for _, r := range rels {
@@ -270,7 +282,7 @@ func (c *diskstatsCollector) readStatic(name string, major, minor uint32) *devic
 	}
 	serial := first(attrDir, "device/serial", "serial") // NVMe, virtio-blk
 	if serial == "" {
-		serial = vpdSerial(filepath.Join(attrDir, "device/vpd_pg80")) // SCSI / SATA behind libata
+		serial = vpdSerial(p.read(attrDir + "/device/vpd_pg80")) // SCSI / SATA behind libata
 	}
 	st.infoValues = []string{
 		u32(major), u32(minor),
@@ -288,11 +300,41 @@ func (c *diskstatsCollector) readStatic(name string, major, minor uint32) *devic
 	return st
 }
 
+// read returns a sysfs attribute's content, nil when it cannot be read,
+// valid until the next read. Open, read, close: a sysfs attribute comes
+// whole in one read (its show() fills at most a page), so a short read is
+// its end, where os.ReadFile adds a stat, a second read and a new buffer
+// per file (a dozen files a device on the first scrape).
+func (p *sysfsPass) read(path string) []byte {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	if p.buf == nil {
+		p.buf = make([]byte, 8192)
+	}
+	n := 0
+	for {
+		m, err := unix.Read(fd, p.buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil
+		}
+		n += m
+		if n < len(p.buf) {
+			return p.buf[:n]
+		}
+		p.buf = append(p.buf, make([]byte, len(p.buf))...)
+	}
+}
+
 // vpdSerial reads the unit serial number from a SCSI VPD page 0x80: a 4-byte
 // header whose byte 3 is the length, then the serial in ASCII.
-func vpdSerial(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 4 || b[1] != 0x80 {
+func vpdSerial(b []byte) string {
+	if len(b) < 4 || b[1] != 0x80 {
 		return ""
 	}
 	n := int(b[3])
