@@ -91,18 +91,21 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		"diskstats:\n  enabled: true\n  device_include: '.*'\nsmart:\n  enabled: true\n", probeDir, probeDir)
 	allCollectors := func() *scraped {
 		d := r.serve(allConfig, paths...)
-		s := &scraped{name: "diskcanary, every default collector", url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
+		return &scraped{name: "diskcanary, every default collector", url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
 			series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds"}
+	}
+	// probesRan waits until both probes of e have run, so its memory is
+	// a working daemon's.
+	probesRan := func(e *scraped) {
 		for _, probe := range []string{"wal", "randread"} {
 			if !waitFor(2*time.Minute, 200*time.Millisecond, func() bool {
-				m, err := scrapeMetrics(d.url)
+				m, err := scrapeMetrics(e.url)
 				v, n := m.Sum("diskcanary_probe_runs_total", map[string]string{"probe": probe})
 				return err == nil && n == 1 && v > 0
 			}) {
 				r.Fatalf("every default collector: probe %s has not run in 2 minutes", probe)
 			}
 		}
-		return s
 	}
 	// Uncompressed, as curl asked for it: gzip is work of its own, and
 	// not the collectors'.
@@ -132,13 +135,15 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		e.took = append(e.took, c)
 		return took, m
 	}
-	// measure times each of es's first scrape, then samples steady scrapes
-	// of each, interleaved, es in the order given, then reads their memory.
-	measure := func(es []*scraped, rs []*series) {
+	// measure times each of es's first scrape, runs then, then samples
+	// steady scrapes of each, interleaved, es in the order given, then
+	// reads their memory.
+	measure := func(es []*scraped, rs []*series, then func()) {
 		for i, e := range es {
 			took, _ := scrape(e)
 			rs[i].first = append(rs[i].first, took.Seconds())
 		}
+		then()
 		steady := make([][]float64, len(es))
 		for range p.Samples {
 			for i, e := range es {
@@ -163,12 +168,12 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		if round%2 == 1 {
 			es[0], es[1], rs[0], rs[1] = es[1], es[0], rs[1], rs[0]
 		}
-		measure(es, rs)
+		measure(es, rs, func() {})
 		for _, e := range es {
 			e.stop()
 		}
 		a := allCollectors()
-		measure([]*scraped{a}, []*series{all})
+		measure([]*scraped{a}, []*series{all}, func() { probesRan(a) })
 		a.stop()
 	}
 	r.printf("devices exported: diskcanary %d, node_exporter %d, diskcanary with every default collector %d; load average after: %s\n",

@@ -266,47 +266,81 @@ func (p *sysfsPass) readStatic(name string, major, minor uint32) *deviceStatic {
 		st.infoValues = []string{u32(major), u32(minor), "", "", "", "", "", "", "", "", "", ""}
 		return st
 	}
-	attr := func(d string, rel string) string {
-		if d == "" {
-			return ""
-		}
-		return strings.TrimSpace(string(p.read(d + "/" + rel)))
+	// Attributes are opened relative to the device's directory, so each
+	// open walks two or three path components rather than the whole path.
+	attrFD, devFD := p.openDir(attrDir), -1
+	defer p.closeDir(attrFD)
+	if attrDir == dir {
+		devFD = attrFD
+	} else {
+		devFD = p.openDir(dir)
+		defer p.closeDir(devFD)
 	}
-	first := func(d string, rels ...string) string {
+	attr := func(fd int, rel string) string { return strings.TrimSpace(string(p.read(fd, rel))) }
+	first := func(fd int, rels ...string) string {
 		for _, r := range rels {
-			if v := attr(d, r); v != "" {
+			if v := attr(fd, r); v != "" {
 				return v
 			}
 		}
 		return ""
 	}
-	serial := first(attrDir, "device/serial", "serial") // NVMe, virtio-blk
+	serial := first(attrFD, "device/serial", "serial") // NVMe, virtio-blk
 	if serial == "" {
-		serial = vpdSerial(p.read(attrDir + "/device/vpd_pg80")) // SCSI / SATA behind libata
+		serial = vpdSerial(p.read(attrFD, "device/vpd_pg80")) // SCSI / SATA behind libata
+	}
+	// The kernel names every device-mapper disk dm-N and every md array
+	// mdN or md_dN (drivers/md/dm.c, md.c): only they have dm/ or md/,
+	// and no other device is asked for them.
+	var dmName, dmUUID, mdLevel string
+	switch {
+	case strings.HasPrefix(name, "dm-"):
+		dmName, dmUUID = attr(devFD, "dm/name"), attr(devFD, "dm/uuid")
+	case strings.HasPrefix(name, "md"):
+		mdLevel = attr(devFD, "md/level")
 	}
 	st.infoValues = []string{
 		u32(major), u32(minor),
-		first(attrDir, "device/model"),
+		first(attrFD, "device/model"),
 		serial,
-		first(attrDir, "wwid", "device/wwid"),
-		first(attrDir, "device/rev", "device/firmware_rev"),
-		attr(attrDir, "queue/rotational"),
-		attr(attrDir, "queue/logical_block_size"),
-		attr(attrDir, "queue/physical_block_size"),
-		attr(dir, "dm/name"),
-		attr(dir, "dm/uuid"),
-		attr(dir, "md/level"),
+		first(attrFD, "wwid", "device/wwid"),
+		first(attrFD, "device/rev", "device/firmware_rev"),
+		attr(attrFD, "queue/rotational"),
+		attr(attrFD, "queue/logical_block_size"),
+		attr(attrFD, "queue/physical_block_size"),
+		dmName, dmUUID, mdLevel,
 	}
 	return st
 }
 
-// read returns a sysfs attribute's content, nil when it cannot be read,
-// valid until the next read. Open, read, close: a sysfs attribute comes
-// whole in one read (its show() fills at most a page), so a short read is
-// its end, where os.ReadFile adds a stat, a second read and a new buffer
-// per file (a dozen files a device on the first scrape).
-func (p *sysfsPass) read(path string) []byte {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// openDir opens a device's sysfs directory for openat; -1 when it cannot.
+func (p *sysfsPass) openDir(dir string) int {
+	if dir == "" {
+		return -1
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+func (p *sysfsPass) closeDir(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// read returns the content of a sysfs attribute rel under the directory
+// dirFD, nil when it cannot be read, valid until the next read. Open,
+// read, close: a sysfs attribute comes whole in one read (its show() fills
+// at most a page), so a short read is its end, where os.ReadFile adds a
+// stat, a second read and a new buffer per file.
+func (p *sysfsPass) read(dirFD int, rel string) []byte {
+	if dirFD < 0 {
+		return nil
+	}
+	fd, err := unix.Openat(dirFD, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
