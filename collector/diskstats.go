@@ -1,9 +1,12 @@
 package collector
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,8 +44,8 @@ const staticRefresh = 5 * time.Minute
 // in base units, one diskcanary_disk_info series per device from sysfs, and
 // diskcanary_disk_parent_info, the device → physical disk join.
 type diskstatsCollector struct {
-	fs    blockdevice.FS
-	sysfs string
+	diskstats string // procfs/diskstats
+	sysfs     string
 	deviceFilter
 	logger *slog.Logger
 	now    func() time.Time
@@ -90,10 +93,6 @@ var diskInfoLabels = []string{"device", "major", "minor", "model", "serial", "ww
 
 func newDiskstatsPart(o Options) (Part, error) {
 	c := o.Config
-	fs, err := blockdevice.NewFS(o.Paths.Proc(), o.Paths.Sys())
-	if err != nil {
-		return nil, fmt.Errorf("diskstats: %w", err)
-	}
 	filter, err := newDeviceFilter(c)
 	if err != nil {
 		return nil, err
@@ -106,7 +105,7 @@ func newDiskstatsPart(o Options) (Part, error) {
 		return prometheus.NewDesc(namespace+"_disk_"+name, help, []string{"device"}, nil)
 	}
 	return &diskstatsCollector{
-		fs: fs, sysfs: o.Paths.Sys(), deviceFilter: filter, logger: logger, now: time.Now,
+		diskstats: filepath.Join(o.Paths.Proc(), "diskstats"), sysfs: o.Paths.Sys(), deviceFilter: filter, logger: logger, now: time.Now,
 
 		readsCompleted: d("reads_completed_total", "The total number of reads completed successfully."),
 		readsMerged:    d("reads_merged_total", "The total number of adjacent reads merged into one."),
@@ -142,9 +141,13 @@ func newDiskstatsPart(o Options) (Part, error) {
 }
 
 func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
-	stats, err := c.fs.ProcDiskstats()
+	b, err := os.ReadFile(c.diskstats)
 	if err != nil {
 		return fmt.Errorf("diskstats: %w", err)
+	}
+	stats, err := parseDiskstats(b)
+	if err != nil {
+		return fmt.Errorf("diskstats: %s: %w", c.diskstats, err)
 	}
 	// The static cache is shared by concurrent scrapes.
 	c.mu.Lock()
@@ -376,6 +379,57 @@ func vpdSerial(b []byte) string {
 		n = len(b) - 4
 	}
 	return strings.TrimSpace(strings.Trim(string(b[4:4+n]), "\x00"))
+}
+
+// parseDiskstats reads /proc/diskstats as procfs's parser does (lines of
+// fewer than 14 fields left out, fields past the 20th ignored, a field
+// that is not a number an error), splitting fields by hand: its Sscanf per
+// line was a third of a steady scrape's CPU at 10,000 devices (go run
+// ./bench diskstats-10000).
+func parseDiskstats(b []byte) ([]blockdevice.Diskstats, error) {
+	out := make([]blockdevice.Diskstats, 0, bytes.Count(b, []byte{'\n'})+1)
+	for n := 1; len(b) > 0; n++ {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		var d blockdevice.Diskstats
+		counters := []*uint64{&d.ReadIOs, &d.ReadMerges, &d.ReadSectors, &d.ReadTicks, &d.WriteIOs, &d.WriteMerges,
+			&d.WriteSectors, &d.WriteTicks, &d.IOsInProgress, &d.IOsTotalTicks, &d.WeightedIOTicks, &d.DiscardIOs,
+			&d.DiscardMerges, &d.DiscardSectors, &d.DiscardTicks, &d.FlushRequestsCompleted, &d.TimeSpentFlushing}
+		fields := 0
+		for f := range bytes.FieldsSeq(line) {
+			if fields == diskstatsFieldsFlush {
+				break
+			}
+			var err error
+			switch fields {
+			case 0, 1:
+				var v uint64
+				v, err = strconv.ParseUint(string(f), 10, 32)
+				if fields == 0 {
+					d.MajorNumber = uint32(v)
+				} else {
+					d.MinorNumber = uint32(v)
+				}
+			case 2:
+				d.DeviceName = string(f)
+			default:
+				*counters[fields-3], err = strconv.ParseUint(string(f), 10, 64)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("line %d, field %d: %q is not a counter", n, fields+1, f)
+			}
+			fields++
+		}
+		if fields >= 14 {
+			d.IoStatsCount = fields
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // labelPairs is the single-label set {name="value"}.
