@@ -71,7 +71,7 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 			append(paths, "--no-collector.probes", "--no-collector.smart",
 				// diskstats alone, as node_exporter runs below.
 				"--no-collector.blocklatency", "--no-collector.errors", "--no-collector.pressure")...)
-		return &scraped{name: "diskcanary", url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
+		return &scraped{url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
 			series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds"}
 	}
 	nodeExporterOnly := func() *scraped {
@@ -80,7 +80,7 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 			"--collector.disable-defaults", "--collector.diskstats", "--collector.diskstats.device-exclude=^$",
 			"--web.listen-address="+addr, "--log.level=warn")
 		ne.WaitListening(r, addr, 30*time.Second)
-		return &scraped{name: "node_exporter", url: "http://" + addr + "/metrics", pid: ne.Cmd.Process.Pid, stop: func() { stopProcess(ne) },
+		return &scraped{url: "http://" + addr + "/metrics", pid: ne.Cmd.Process.Pid, stop: func() { stopProcess(ne) },
 			series: "node_disk_reads_completed_total", collector: "node_scrape_collector_duration_seconds"}
 	}
 	// Every default collector: the embedded default's probes (a small
@@ -91,7 +91,7 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		"diskstats:\n  enabled: true\n  device_include: '.*'\nsmart:\n  enabled: true\n", probeDir, probeDir)
 	allCollectors := func() *scraped {
 		d := r.serve(allConfig, paths...)
-		return &scraped{name: "diskcanary, every default collector", url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
+		return &scraped{url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
 			series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds"}
 	}
 	// probesRan waits until both probes of e have run, so its memory is
@@ -158,7 +158,7 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 			rs[i].exported, rs[i].took = e.exported, append(rs[i].took, stats.Median(e.took))
 		}
 	}
-	dc, ne, all := &series{name: "diskcanary"}, &series{name: "node_exporter"}, &series{name: "diskcanary, every default collector"}
+	dc, ne, all := &series{}, &series{}, &series{}
 	r.printf("tree: %d devices in /proc/diskstats, %d sysfs files; %d rounds, %d steady scrapes each a round; load average before: %s\n",
 		p.Devices, sysfsFiles, p.Rounds, p.Samples, loadAverage())
 	for round := range p.Rounds {
@@ -233,16 +233,15 @@ func memoryTree(r *run, n int) string {
 
 // scraped is one running exporter of a round.
 type scraped struct {
-	name, url, series, collector string
-	pid                          int
-	stop                         func()
-	exported                     int       // devices in the last scrape
-	took                         []float64 // its own diskstats collector's durations, seconds
+	url, series, collector string
+	pid                    int
+	stop                   func()
+	exported               int       // devices in the last scrape
+	took                   []float64 // its own diskstats collector's durations, seconds
 }
 
 // series is one exporter's figures over the rounds, one value a round.
 type series struct {
-	name                          string
 	first, steady, took, rss, hwm []float64 // seconds, MiB
 	exported                      int
 }
