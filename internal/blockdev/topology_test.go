@@ -148,3 +148,39 @@ func TestLoopFiles(t *testing.T) {
 		require.Equal(t, want, LoopFiles(sys, name), name)
 	}
 }
+
+// A class/block entry that links to a link is followed to the directory;
+// a dangling one, or a loop, is no device.
+func TestSysfsDirFollowsLinksAndRefusesDangling(t *testing.T) {
+	sys := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "devices/virtual/block/zram0"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "class/block"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "block"), 0o755))
+	require.NoError(t, os.Symlink("../devices/virtual/block/zram0", filepath.Join(sys, "block/zram0")))
+	require.NoError(t, os.Symlink("../../block/zram0", filepath.Join(sys, "class/block/zram0")))
+	require.NoError(t, os.Symlink("../../devices/virtual/block/gone", filepath.Join(sys, "class/block/gone")))
+	require.NoError(t, os.Symlink("loop1", filepath.Join(sys, "class/block/loop1")))
+
+	require.Equal(t, filepath.Join(sys, "devices/virtual/block/zram0"), SysfsDir(sys, "zram0"))
+	require.Equal(t, "", SysfsDir(sys, "gone"))
+	require.Equal(t, "", SysfsDir(sys, "loop1"))
+}
+
+// A Topology answers from what it looked up once for the pass: a device
+// removed during it is still the device it was, and a new pass sees the
+// removal.
+func TestTopologyLooksUpOncePerPass(t *testing.T) {
+	sys := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "block/sdc/sdc1"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "block/sdc/sdc1/partition"), []byte("1\n"), 0o644))
+	topo := NewTopology(sys)
+	disk, part := topo.WholeDisk("sdc")
+	require.Equal(t, "sdc", disk)
+	require.False(t, part)
+	require.Equal(t, filepath.Join(sys, "block/sdc"), topo.SysfsDir("sdc"))
+
+	require.NoError(t, os.RemoveAll(filepath.Join(sys, "block/sdc")))
+	require.Equal(t, filepath.Join(sys, "block/sdc"), topo.SysfsDir("sdc"))
+	require.Equal(t, []string{"sdc"}, topo.PhysicalDisks("sdc"))
+	require.Equal(t, "", NewTopology(sys).SysfsDir("sdc"))
+}
