@@ -12,7 +12,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/bench/stats"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // diskstatsVsNodeExporter: a synthetic proc + sys tree of up to 1,000
@@ -50,8 +50,8 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		// the kernel log, pressure) are not what is compared, and their work
 		// and memory would count against the diskstats collector.
 		"--no-collector.blocklatency", "--no-collector.errors", "--no-collector.pressure")
-	neAddr := testenv.FreeAddr(r)
-	ne := testenv.StartProcess(r, nodeExporter, "--path.procfs="+proc, "--path.sysfs="+sys, "--path.udev.data="+filepath.Join(work, "udev"),
+	neAddr := testkit.FreeAddr(r)
+	ne := testkit.StartProcess(r, nodeExporter, "--path.procfs="+proc, "--path.sysfs="+sys, "--path.udev.data="+filepath.Join(work, "udev"),
 		"--collector.disable-defaults", "--collector.diskstats", "--collector.diskstats.device-exclude=^$",
 		"--web.listen-address="+neAddr, "--log.level=warn")
 	ne.WaitListening(r, neAddr, 30*time.Second)

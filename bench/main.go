@@ -31,7 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // params are a scenario's settings; the suite sets each scenario's, flags
@@ -181,9 +181,9 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	// The scenarios make loop devices and mounts through internal/testenv,
+	// The scenarios make loop devices and mounts through internal/testkit,
 	// whose helpers run only in end-to-end runs: a bench is one.
-	os.Setenv(testenv.E2EEnv, "1")
+	os.Setenv(testkit.E2EEnv, "1")
 	given := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
 

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // scrape returns every series of p as `name{k="v",...}` → value.
@@ -47,7 +47,7 @@ func scrape(t *testing.T, p Part) map[string]float64 {
 // the test ends, or until the returned stop is called.
 func startErrorsPart(t testing.TB) (*errorsPart, func()) {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	p, err := newErrorsPart(Options{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ep := p.(*errorsPart)
@@ -155,7 +155,7 @@ func TestKernelLogRestartDoesNotRecount(t *testing.T) {
 // diskcanary_filesystem_readonly is 1 until the filesystem is writable
 // again — here after fsck and a fresh mount, as an operator would.
 func TestFilesystemErrorRemountsReadOnlyAndClears(t *testing.T) {
-	mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4", "-e", "remount-ro")
+	mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4", "-e", "remount-ro")
 	name := filepath.Base(dev)
 	trigger := filepath.Join("/sys/fs/ext4", name, "trigger_fs_error")
 	if _, err := os.Stat(trigger); err != nil {
@@ -202,7 +202,7 @@ func TestFilesystemErrorRemountsReadOnlyAndClears(t *testing.T) {
 // A real btrfs filesystem's per-device error stats, read from sysfs: all
 // five kinds, zero on a fresh filesystem, on the device's kernel name.
 func TestBtrfsRecordedErrorsFromSysfs(t *testing.T) {
-	_, dev := testenv.LoopFSIn(t, "/dev/shm", 128<<20, "btrfs")
+	_, dev := testkit.LoopFSIn(t, "/dev/shm", 128<<20, "btrfs")
 	p, _ := startErrorsPart(t)
 	s := scrape(t, p)
 	for _, kind := range []string{"write", "read", "flush", "corruption", "generation"} {

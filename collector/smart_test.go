@@ -24,7 +24,7 @@ import (
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/smart"
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // smartStatusCollector exposes a fixed runner status through the part's own
@@ -287,8 +287,8 @@ diskcanary_collector_success{collector="smart"} 1
 // killed at its timeout and the device quarantined, and every other disk
 // must keep updating.
 func TestSmart24DevicesOneHanging(t *testing.T) {
-	testenv.E2E(t)
-	testenv.SkipUnderRace(t)
+	testkit.E2E(t)
+	testkit.SkipUnderRace(t)
 	fixtures := []string{
 		"sat-hdd-reallocated-304-smartctl-exporter.json",
 		"nvme-pct-used-51-spare-93-smartctl-exporter.json",

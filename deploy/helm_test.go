@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/diskcanary/diskcanary/internal/rulegen"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 var chartDir = filepath.Join(repoRoot, "deploy/helm/diskcanary")
@@ -416,7 +416,7 @@ func TestHelmValuesAreValidated(t *testing.T) {
 // with the kustomize test): defaults, and SMART with two probe directories
 // and an extra flag.
 func TestHelmDaemonSetArgsAreAccepted(t *testing.T) {
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	for values, want := range map[string]string{
 		"": "config OK: 2 probe(s)",
 		`

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 func TestCheckProbeDirRefusals(t *testing.T) {
@@ -89,7 +89,7 @@ func TestCheckProbeDirRefusesBlockDevice(t *testing.T) {
 // A mounted filesystem's root is refused only when it holds someone else's
 // data; a dedicated mount with nothing but lost+found and probe files is fine.
 func TestCheckProbeDirMountRoot(t *testing.T) {
-	mnt := testenv.Tmpfs(t)
+	mnt := testkit.Tmpfs(t)
 	root, err := isMountRoot(mnt)
 	require.NoError(t, err)
 	require.True(t, root)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // engineCollector adapts an Engine to prometheus.Collector for tests.
@@ -248,7 +248,7 @@ func TestReadsetRejectsSparseAndForeignFiles(t *testing.T) {
 // A second daemon (another process) is refused the probe directory; the
 // probes of one daemon share it.
 func TestProbeDirLockedAgainstSecondDaemon(t *testing.T) {
-	if testenv.InChild(t) {
+	if testkit.InChild(t) {
 		_, err := openProbeDir(os.Getenv("DISKCANARY_LOCK_DIR"))
 		require.ErrorIs(t, err, errLocked)
 		t.Log(err)
@@ -261,7 +261,7 @@ func TestProbeDirLockedAgainstSecondDaemon(t *testing.T) {
 	b, err := openProbeDir(dir) // same process: probes of one daemon share it
 	require.NoError(t, err)
 	b.close()
-	out, err := testenv.Reexec(t, t.Name(), "DISKCANARY_LOCK_DIR="+dir).CombinedOutput()
+	out, err := testkit.Reexec(t, t.Name(), "DISKCANARY_LOCK_DIR="+dir).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "locked by another diskcanary")
 }

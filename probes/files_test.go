@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // bothOpenPaths runs f with openat2 (RESOLVE_BENEATH|NO_SYMLINKS|NO_XDEV)
@@ -249,7 +249,7 @@ func TestProbeDirWritableByOthersRefused(t *testing.T) {
 }
 
 func TestProbeDirOwnedByAnotherUserRefused(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	// The default /var/tmp/diskcanary sits in a world-writable directory:
 	// another user can make it first.
 	dir := filepath.Join(t.TempDir(), "diskcanary")
@@ -273,7 +273,7 @@ func TestProbeDirNotRecreatedOnAnotherFilesystem(t *testing.T) {
 		{"mount root", ""},         // after umount, the mountpoint itself answers
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mnt, _ := testenv.LoopFS(t, 32<<20, "ext4")
+			mnt, _ := testkit.LoopFS(t, 32<<20, "ext4")
 			dir := filepath.Join(mnt, tc.sub)
 			d, err := openProbeDir(dir)
 			require.NoError(t, err)
@@ -341,17 +341,17 @@ func TestOpenBlockDeviceRefusesOtherTypes(t *testing.T) {
 }
 
 func TestOpenBlockDeviceFollowsSymlinksToADisk(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	img := filepath.Join(t.TempDir(), "disk.img")
 	require.NoError(t, os.WriteFile(img, make([]byte, 1<<20), 0o600))
-	dev := testenv.LoopDevice(t, img)
+	dev := testkit.LoopDevice(t, img)
 	link := filepath.Join(t.TempDir(), "by-id-link") // as /dev/disk/by-id/...
 	require.NoError(t, os.Symlink(dev, link))
 	fd, st, err := openBlockDevice(link)
 	require.NoError(t, err)
 	defer unix.Close(fd)
 	require.EqualValues(t, unix.S_IFBLK, st.Mode&unix.S_IFMT)
-	require.Equal(t, testenv.DevNumbers(t, dev), fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+	require.Equal(t, testkit.DevNumbers(t, dev), fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
 	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	require.NoError(t, err)
 	require.Zero(t, fl&unix.O_NONBLOCK)

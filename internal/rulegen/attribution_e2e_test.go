@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // TestAttributionEndToEnd: daemons probe three ext4 filesystems on loop
@@ -25,20 +25,20 @@ import (
 // run with --no-collector.blocklatency; the fdatasync alert fires for the
 // two slow targets and its text names the cause.
 func TestAttributionEndToEnd(t *testing.T) {
-	testenv.E2E(t)
-	testenv.RequireRoot(t)
-	testenv.SkipUnderRace(t)
-	testenv.PrometheusBin(t)
+	testkit.E2E(t)
+	testkit.RequireRoot(t)
+	testkit.SkipUnderRace(t)
+	testkit.PrometheusBin(t)
 	start := time.Now()
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 
 	m := testfs.Start(t, "", "--sync-delay", "50ms")
 	fs := map[string]string{} // verdict → mount
 	var throttled string
-	fs[verdictDevice], _ = testenv.LoopFSIn(t, m.Dir, 64<<20, "ext4")
-	fs[verdictStack], throttled = testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
-	fs[verdictNone], _ = testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
-	cg := testenv.NewThrottle(t, throttled, 15)
+	fs[verdictDevice], _ = testkit.LoopFSIn(t, m.Dir, 64<<20, "ext4")
+	fs[verdictStack], throttled = testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	fs[verdictNone], _ = testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	cg := testkit.NewThrottle(t, throttled, 15)
 
 	var targets []string
 	for i, args := range [][]string{nil, {"--no-collector.blocklatency"}} {
@@ -74,7 +74,7 @@ func TestAttributionEndToEnd(t *testing.T) {
 	}
 	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
 	writeFile(t, rulesFile, string(rules))
-	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
   evaluation_interval: 1s

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // expression is one PromQL query and where it comes from.
@@ -218,7 +218,7 @@ func provokeKernelErrors(t *testing.T) bool {
 		_, _ = f.Read(make([]byte, 4096)) // buffered: the kernel reads ahead and fails
 		f.Close()
 	}
-	_, fsDev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	_, fsDev := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
 	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(fsDev), "trigger_fs_error")
 	if err := os.WriteFile(trigger, []byte("diskcanary consistency test"), 0); err != nil {
 		t.Fatalf("ext4 error: %v", err)
@@ -233,7 +233,7 @@ func provokeKernelErrors(t *testing.T) bool {
 // fixtures), or one of the two short documented lists above.
 func TestExpressionsUseLiveMetrics(t *testing.T) {
 	used, matched := parseAll(t)
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	fake := smarttest.Install(t, smarttest.FakeConfig{
 		Scan: []map[string]string{{"name": "/dev/sda", "type": "sat", "protocol": "ATA"}, {"name": "/dev/sdb", "type": "sat", "protocol": "ATA"},
 			{"name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"}},

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // dataField is a row field a data link reads: ${__data.fields.NAME...}.
@@ -24,7 +24,7 @@ var dataField = regexp.MustCompile(`\$\{__data\.fields\.(\w+)`)
 // "title/refId" for one query) with the reason it is empty here; the rows
 // of a table with data links must carry every field the links read. It
 // returns the variables' values and options per file.
-func checkDashboardsLive(t *testing.T, prom *testenv.Prometheus, p Params, picks, mayBeEmpty map[string]map[string]string) (map[string]map[string]string, map[string]map[string][]string) {
+func checkDashboardsLive(t *testing.T, prom *testkit.Prometheus, p Params, picks, mayBeEmpty map[string]map[string]string) (map[string]map[string]string, map[string]map[string][]string) {
 	t.Helper()
 	values, options := map[string]map[string]string{}, map[string]map[string][]string{}
 	for file, d := range generatedDashboards(t, p) {
@@ -67,9 +67,9 @@ func checkDashboardsLive(t *testing.T, prom *testenv.Prometheus, p Params, picks
 // panelResults runs a panel's queries with the variables' values, keyed by
 // refId, and checks that the rows of a query with data carry every field
 // the panel's data links read.
-func panelResults(t *testing.T, prom *testenv.Prometheus, d gDashboard, vals map[string]string, panel gPanel) map[string][]testenv.Sample {
+func panelResults(t *testing.T, prom *testkit.Prometheus, d gDashboard, vals map[string]string, panel gPanel) map[string][]testkit.Sample {
 	t.Helper()
-	out := map[string][]testenv.Sample{}
+	out := map[string][]testkit.Sample{}
 	for _, tg := range panel.Targets {
 		res := prom.Query(t, interpolate(t, d, tg.Expr, vals))
 		out[tg.RefID] = res
@@ -102,13 +102,13 @@ func panelResults(t *testing.T, prom *testenv.Prometheus, d gDashboard, vals map
 // of the two disks, and the fleet's SMART tables have rows whose fields
 // their drill-down links read.
 func TestNodeDiskVariableOnLoopDevices(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.PrometheusBin(t) // skip before building anything
-	bin := testenv.Binary(t)
+	testkit.RequireRoot(t)
+	testkit.PrometheusBin(t) // skip before building anything
+	bin := testkit.Binary(t)
 	// Two ext4 loop devices; the probe goes on the one that sorts last, so
 	// every-device order puts another loop device first.
-	mntA, devA := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
-	mntB, devB := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	mntA, devA := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	mntB, devB := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
 	mnt, dev, decoy := mntB, filepath.Base(devB), filepath.Base(devA)
 	if dev < decoy {
 		mnt, dev, decoy = mntA, decoy, dev
@@ -133,7 +133,7 @@ smart:
   smartctl: %[2]s
 `, dir, fake))
 	d := startServe(t, bin, "--config.file", cfg)
-	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
 scrape_configs:
@@ -141,7 +141,7 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, d.addr), "--log.level=warn")
-	prom.WaitQuery(t, `diskcanary_probe_target_info{probe="randread"}`, 60*time.Second, func(s []testenv.Sample) bool { return len(s) == 1 })
+	prom.WaitQuery(t, `diskcanary_probe_target_info{probe="randread"}`, 60*time.Second, func(s []testkit.Sample) bool { return len(s) == 1 })
 
 	node := generatedDashboards(t, Defaults())["diskcanary-node.json"]
 	values, options := grafanaVars(t, prom, node, nil)
@@ -172,8 +172,8 @@ scrape_configs:
 
 	// SMART: the on-call table's columns, over the ATA and the NVMe disk
 	// (as a fleet SMART table's link sets var-disk).
-	smartDisks := prom.WaitQuery(t, `group by (device, protocol) (diskcanary_smart_device_info)`, 60*time.Second, func(s []testenv.Sample) bool { return len(s) == 2 })
-	prom.WaitQuery(t, `diskcanary_smart_healthy`, 30*time.Second, func(s []testenv.Sample) bool { return len(s) == 2 })
+	smartDisks := prom.WaitQuery(t, `group by (device, protocol) (diskcanary_smart_device_info)`, 60*time.Second, func(s []testkit.Sample) bool { return len(s) == 2 })
+	prom.WaitQuery(t, `diskcanary_smart_healthy`, 30*time.Second, func(s []testkit.Sample) bool { return len(s) == 2 })
 	columns := map[string][]string{} // refId → disks with data
 	for _, sd := range smartDisks {
 		disk := sd.Metric["device"]

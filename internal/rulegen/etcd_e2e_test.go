@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // TestEtcdVerdictEndToEnd: a real three-member etcd cluster (Debian's
@@ -44,10 +44,10 @@ import (
 // process of this 2-vCPU machine (Prometheus and the canaries included),
 // and contention a disk busy enough to saturate while etcd still answers.
 func TestEtcdVerdictEndToEnd(t *testing.T) {
-	testenv.E2E(t)
-	testenv.RequireRoot(t)
-	testenv.SkipUnderRace(t)
-	testenv.PrometheusBin(t)
+	testkit.E2E(t)
+	testkit.RequireRoot(t)
+	testkit.SkipUnderRace(t)
+	testkit.PrometheusBin(t)
 	etcdBin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Skip("skipping: needs etcd on PATH (apt-get install etcd-server)")
@@ -56,7 +56,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 		t.Skip("skipping: needs ip (apt-get install iproute2)")
 	}
 	start := time.Now()
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	const members = 3
 	tag := strconv.Itoa(os.Getpid() % 10000)
 	enableForwarding(t)
@@ -64,14 +64,14 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 	type member struct {
 		name, ns, ip, host, mnt, dev string
 		peerURL, clientURL           string
-		etcd                         *testenv.Process
+		etcd                         *testkit.Process
 		dc                           *daemon
 	}
 	ms := make([]*member, members)
 	for i := range ms {
 		m := &member{name: fmt.Sprintf("m%d", i), ns: fmt.Sprintf("dcetcd%s-%d", tag, i),
 			ip: fmt.Sprintf("10.213.%d.2", i), host: fmt.Sprintf("10.213.%d.1", i)}
-		m.mnt, m.dev = testenv.LoopFSIn(t, "/dev/shm", 256<<20, "ext4")
+		m.mnt, m.dev = testkit.LoopFSIn(t, "/dev/shm", 256<<20, "ext4")
 		addNamespace(t, m.ns, fmt.Sprintf("dce%s%dh", tag, i), fmt.Sprintf("dce%s%dn", tag, i), m.host, m.ip)
 		m.peerURL = "http://" + m.ip + ":2380"
 		m.clientURL = "http://" + m.ip + ":2379"
@@ -94,14 +94,14 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 			"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "diskcanary-"+tag, "--logger", "zap", "--log-level", "warn")
-		m.etcd = testenv.StartCmd(t, cmd)
+		m.etcd = testkit.StartCmd(t, cmd)
 	}
 	for _, m := range ms {
 		waitHTTP(t, m.clientURL+"/health", 60*time.Second)
 	}
 	// Each member's diskcanary: a WAL probe on the member's filesystem,
 	// beside etcd's data directory; member 0 also has one on another disk.
-	otherMnt, _ := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	otherMnt, _ := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
 	for i, m := range ms {
 		probe := func(name, dir string) string {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -141,7 +141,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 			fmt.Fprintf(&scrape, "      - {targets: [%q], labels: {node: %s}}\n", addr, m.name)
 		}
 	}
-	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
   evaluation_interval: 1s
@@ -231,7 +231,7 @@ scrape_configs:
 			sm = m
 		}
 	}
-	cg := testenv.NewThrottle(t, sm.dev, 15)
+	cg := testkit.NewThrottle(t, sm.dev, 15)
 	cg.Add(t, sm.etcd.Cmd.Process.Pid)
 	cg.Add(t, sm.dc.cmd.Process.Pid)
 	t.Logf("throttled %s (%s) to 15 write IOPS", sm.name, sm.dev)
@@ -274,7 +274,7 @@ scrape_configs:
 }
 
 // logEtcdState prints the verdict's inputs per node.
-func logEtcdState(t *testing.T, prom *testenv.Prometheus) {
+func logEtcdState(t *testing.T, prom *testkit.Prometheus) {
 	for _, q := range []string{ruleEtcdWALFsyncP99, ruleEtcdCanaryP99, ruleEtcdCommitP99, ruleEtcdPeerRTTP99, ruleEtcdSymptoms, ruleEtcdCanaryBusy, ruleEtcdCPUPressure} {
 		var lines []string
 		for _, s := range prom.Query(t, q) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // TestFleetDriftEndToEnd: six `diskcanary serve` on six loop-device ext4
@@ -22,12 +22,12 @@ import (
 // instance, the etcd 10 ms warning fires for it, and every dashboard query
 // returns data unless fleetEmptyHere says why it cannot here.
 func TestFleetDriftEndToEnd(t *testing.T) {
-	testenv.E2E(t)
-	testenv.RequireRoot(t)
-	testenv.SkipUnderRace(t)
-	testenv.PrometheusBin(t) // skip before building anything
+	testkit.E2E(t)
+	testkit.RequireRoot(t)
+	testkit.SkipUnderRace(t)
+	testkit.PrometheusBin(t) // skip before building anything
 	start := time.Now()
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 
 	const members, slow = 6, 5 // instance index 5 is throttled
 	const cohort = "e2e-loop-ext4"
@@ -39,7 +39,7 @@ func TestFleetDriftEndToEnd(t *testing.T) {
 	for i := range inst {
 		// ext4 images on tmpfs, so the unthrottled instances are fast and
 		// alike.
-		mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 160<<20, "ext4")
+		mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 160<<20, "ext4")
 		inst[i] = &instance{dev: dev, name: filepath.Base(dev), mnt: mnt}
 	}
 
@@ -48,8 +48,8 @@ func TestFleetDriftEndToEnd(t *testing.T) {
 	// context, so it waits ~1/15 s; reads are not throttled. The cgroup is
 	// removed after the daemons stopped (cleanups are LIFO).
 	const writeIOPS = 15
-	cg := testenv.NewThrottle(t, inst[slow].dev, writeIOPS)
-	throttle := fmt.Sprintf("%s %d", testenv.DevNumbers(t, inst[slow].dev), writeIOPS)
+	cg := testkit.NewThrottle(t, inst[slow].dev, writeIOPS)
+	throttle := fmt.Sprintf("%s %d", testkit.DevNumbers(t, inst[slow].dev), writeIOPS)
 
 	for i, in := range inst {
 		cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
@@ -91,7 +91,7 @@ smart:
 	for _, in := range inst {
 		targets = append(targets, strconv.Quote(in.addr))
 	}
-	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
   evaluation_interval: 1s
@@ -211,7 +211,7 @@ func contains(xs []string, x string) bool {
 }
 
 // logState prints the per-instance p99s, the cohort median and the alerts.
-func logState(t *testing.T, prom *testenv.Prometheus) {
+func logState(t *testing.T, prom *testkit.Prometheus) {
 	for _, q := range []string{quantileRule("fdatasync", "p99", "15m"), samplesRule("fdatasync", "15m"), cohortMedianRule("fdatasync"), cohortMembersRule("fdatasync")} {
 		var lines []string
 		for _, s := range prom.Query(t, q) {

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // daemon is a diskcanary serve started by a test.
@@ -28,8 +28,8 @@ type daemon struct {
 // startServe runs `diskcanary serve` on a free port and waits for /metrics.
 func startServe(t *testing.T, bin string, args ...string) *daemon {
 	t.Helper()
-	addr := testenv.FreeAddr(t)
-	p := testenv.StartProcess(t, bin, append([]string{"serve", "--web.listen-address", addr, "--log.level", "warn"}, args...)...)
+	addr := testkit.FreeAddr(t)
+	p := testkit.StartProcess(t, bin, append([]string{"serve", "--web.listen-address", addr, "--log.level", "warn"}, args...)...)
 	d := &daemon{cmd: p.Cmd, addr: addr, url: "http://" + addr + "/metrics"}
 	p.WaitListening(t, addr, 30*time.Second)
 	return d
@@ -64,7 +64,7 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 // variable takes pick[name] when given, else All for one that includes
 // All, else its first option. It returns the raw values (All is "$__all")
 // and each variable's options.
-func grafanaVars(t *testing.T, prom *testenv.Prometheus, d gDashboard, pick map[string]string) (values map[string]string, options map[string][]string) {
+func grafanaVars(t *testing.T, prom *testkit.Prometheus, d gDashboard, pick map[string]string) (values map[string]string, options map[string][]string) {
 	t.Helper()
 	values, options = map[string]string{}, map[string][]string{}
 	for _, v := range d.Templating.List {
@@ -120,7 +120,7 @@ func grafanaVars(t *testing.T, prom *testenv.Prometheus, d gDashboard, pick map[
 
 // grafanaResultLine is one line of Grafana's query_result: the metric name,
 // its labels sorted, the value and the timestamp in milliseconds.
-func grafanaResultLine(s testenv.Sample) string {
+func grafanaResultLine(s testkit.Sample) string {
 	var ls []string
 	for k, v := range s.Metric {
 		if k != "__name__" {

@@ -17,7 +17,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"testing"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // KernelEnv names a directory laid out like an extracted Debian
@@ -40,7 +41,7 @@ type Kernel struct {
 // DefaultKernelDir, else the host's own (/boot and /lib/modules, when
 // both are readable), the newest release of the first root that has one.
 // It skips the test when there is none.
-func FindKernel(tb testing.TB) Kernel {
+func FindKernel(tb testkit.TB) Kernel {
 	tb.Helper()
 	if dir := os.Getenv(KernelEnv); dir != "" {
 		k, ok := kernelIn(dir)
@@ -84,7 +85,7 @@ func kernelIn(root string) (Kernel, bool) {
 // modules.builtin) are left out. Dependencies are read from each module's
 // own .modinfo section: a kernel package that was never installed has no
 // modules.dep (depmod runs in its postinst).
-func (k Kernel) ModuleFiles(tb testing.TB, names ...string) []string {
+func (k Kernel) ModuleFiles(tb testkit.TB, names ...string) []string {
 	tb.Helper()
 	builtin := map[string]bool{}
 	if data, err := os.ReadFile(filepath.Join(k.Modules, "modules.builtin")); err == nil {

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -20,7 +19,7 @@ import (
 // comes from that range, and any outgoing connection can take it before the
 // process binds it. Seen: etcd beside an etcd loaded by hey failed with
 // "bind: address already in use" on such a port.
-func FreeAddr(tb testing.TB) string {
+func FreeAddr(tb TB) string {
 	tb.Helper()
 	const lowest = 10000 // above the well-known and most registered ports
 	ephemeral := 32768   // the kernel's default start, if the sysctl is unreadable
@@ -57,7 +56,7 @@ type Process struct {
 }
 
 // StartProcess starts bin with args; see StartCmd.
-func StartProcess(tb testing.TB, bin string, args ...string) *Process {
+func StartProcess(tb TB, bin string, args ...string) *Process {
 	tb.Helper()
 	return StartCmd(tb, exec.Command(bin, args...))
 }
@@ -65,7 +64,7 @@ func StartProcess(tb testing.TB, bin string, args ...string) *Process {
 // StartCmd starts cmd, its output going to a log file whose tail is printed
 // if the test fails, and stops it at cleanup: SIGTERM, then SIGKILL after
 // 10 s. It signals its own process only.
-func StartCmd(tb testing.TB, cmd *exec.Cmd) *Process {
+func StartCmd(tb TB, cmd *exec.Cmd) *Process {
 	tb.Helper()
 	name := filepath.Base(cmd.Path)
 	p := &Process{Cmd: cmd, Log: filepath.Join(tb.TempDir(), name+".log")}
@@ -116,7 +115,7 @@ func (p *Process) logTail() []byte {
 
 // WaitListening waits until addr accepts TCP connections, failing the test
 // at once if the process exits first.
-func (p *Process) WaitListening(tb testing.TB, addr string, timeout time.Duration) {
+func (p *Process) WaitListening(tb TB, addr string, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {

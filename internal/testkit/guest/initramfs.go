@@ -12,7 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"testing"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // Initramfs is the guest's root filesystem, written as the uncompressed
@@ -67,7 +68,7 @@ func (r *Initramfs) File(name string, data []byte, perm os.FileMode) {
 
 // Copy adds the host file src (symlinks followed) as name, with its
 // permissions.
-func (r *Initramfs) Copy(tb testing.TB, name, src string) {
+func (r *Initramfs) Copy(tb testkit.TB, name, src string) {
 	tb.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -83,7 +84,7 @@ func (r *Initramfs) Copy(tb testing.TB, name, src string) {
 // Program adds the host executable src as name, and, when it is
 // dynamically linked, its ELF interpreter and the shared libraries
 // ldd(1) resolves for it, at their host paths.
-func (r *Initramfs) Program(tb testing.TB, name, src string) {
+func (r *Initramfs) Program(tb testkit.TB, name, src string) {
 	tb.Helper()
 	r.Copy(tb, name, src)
 	static, err := isStatic(src)
@@ -206,7 +207,7 @@ const modulesDir = "/lib/modules"
 // addInit adds the modules and /init: mount the kernel filesystems, load
 // the modules in order, bring up loopback, then serve the command channel
 // on ttyS1 (see Guest.Run) until the host hangs up.
-func (r *Initramfs) addInit(tb testing.TB, modules []string) {
+func (r *Initramfs) addInit(tb testkit.TB, modules []string) {
 	tb.Helper()
 	var names []string
 	for _, m := range modules {

@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // Mounted is a running test filesystem.
@@ -24,16 +23,16 @@ type Mounted struct {
 // Start mounts a test filesystem over backing (a fresh directory under
 // /dev/shm when backing is "", with --fake-sync, so injected latency is
 // the whole latency) in its own process, the diskcanary-testfs command
-// (built by testenv.Build: the package's TestMain must be testenv.Main).
+// (built by testkit.Build: the package's TestMain must be testkit.Main).
 // It skips the test when not root or without /dev/fuse, and
 // unmounts at cleanup.
-func Start(tb testing.TB, backing string, args ...string) *Mounted {
+func Start(tb testkit.TB, backing string, args ...string) *Mounted {
 	tb.Helper()
-	testenv.RequireRoot(tb) // mount
+	testkit.RequireRoot(tb) // mount
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		tb.Skip("skipping: no /dev/fuse on this machine")
 	}
-	server := testenv.Build(tb, "internal/testfs/cmd/diskcanary-testfs")
+	server := testkit.Build(tb, "internal/testkit/testfs/cmd/diskcanary-testfs")
 	if backing == "" {
 		dir, err := os.MkdirTemp("/dev/shm", "dc-testfs-backing-")
 		if err != nil {
@@ -87,7 +86,7 @@ func Start(tb testing.TB, backing string, args ...string) *Mounted {
 // stopped: cleanups run last-registered first, so a test that fails while
 // its daemon waits in the hung filesystem would otherwise wait for ever in
 // the cleanup that stops the daemon, never reaching this mount's own.
-func (m *Mounted) Do(tb testing.TB, cmd string) {
+func (m *Mounted) Do(tb testkit.TB, cmd string) {
 	tb.Helper()
 	if _, err := m.Control.Do(cmd); err != nil {
 		tb.Fatalf("testfs %s: %v", cmd, err)
@@ -97,7 +96,7 @@ func (m *Mounted) Do(tb testing.TB, cmd string) {
 	}
 }
 
-func (m *Mounted) stop(tb testing.TB) {
+func (m *Mounted) stop(tb testkit.TB) {
 	if m.Control != nil {
 		_, _ = m.Control.Do("release")
 		m.Control.Close()
@@ -120,7 +119,7 @@ func (m *Mounted) stop(tb testing.TB) {
 // that reads it with O_DIRECT (so every read reaches the filesystem and its
 // injected faults, no page cache answers) and turns a flush into an fsync of
 // it: a disk whose own requests carry the faults. Detached at cleanup.
-func (m *Mounted) LoopDevice(tb testing.TB) string {
+func (m *Mounted) LoopDevice(tb testkit.TB) string {
 	tb.Helper()
 	img := filepath.Join(m.Dir, "disk.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
@@ -129,5 +128,5 @@ func (m *Mounted) LoopDevice(tb testing.TB) string {
 	if err := os.Truncate(img, 64<<20); err != nil {
 		tb.Fatal(err)
 	}
-	return testenv.LoopDevice(tb, img, "--direct-io=on")
+	return testkit.LoopDevice(tb, img, "--direct-io=on")
 }

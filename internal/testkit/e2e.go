@@ -1,8 +1,7 @@
-package testenv
+package testkit
 
 import (
 	"os"
-	"testing"
 )
 
 // E2EEnv is the environment variable that turns on the end-to-end tests.
@@ -16,7 +15,7 @@ const E2EEnv = "DISKCANARY_E2E"
 // Without the variable `go test ./...` is the fast, deterministic set;
 // CI sets it and runs both. Binary, Build, RequireRoot and PrometheusBin
 // call it, so a test that uses them needs no call of its own.
-func E2E(tb testing.TB) {
+func E2E(tb TB) {
 	tb.Helper()
 	if os.Getenv(E2EEnv) != "1" {
 		tb.Skip("skipping: an end-to-end or slow test; " + E2EEnv + "=1 runs it, as CI does")

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"io"
@@ -37,7 +37,7 @@ func Main(m *testing.M) {
 // goroutines in. The binary runs from a copy in a 0755 directory, so the
 // command may drop to an unprivileged user (SysProcAttr.Credential); the
 // child dies with the test binary.
-func Reexec(tb testing.TB, test string, env ...string) *exec.Cmd {
+func Reexec(tb TB, test string, env ...string) *exec.Cmd {
 	tb.Helper()
 	self := selfCopy(tb)
 	cmd := exec.Command(self, "-test.run=^"+regexp.QuoteMeta(test)+"$", "-test.v", "-test.count=1")
@@ -48,13 +48,13 @@ func Reexec(tb testing.TB, test string, env ...string) *exec.Cmd {
 
 // InChild reports whether tb's test is running as the child Reexec
 // started for it.
-func InChild(tb testing.TB) bool { return os.Getenv(childEnv) == tb.Name() }
+func InChild(tb TB) bool { return os.Getenv(childEnv) == tb.Name() }
 
 var self built
 
 // selfCopy copies the test binary into binDir once: the build directory
 // `go test` runs it from is 0700.
-func selfCopy(tb testing.TB) string {
+func selfCopy(tb TB) string {
 	tb.Helper()
 	self.once.Do(func() {
 		dir, err := sharedDir()

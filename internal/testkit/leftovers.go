@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +31,7 @@ var (
 // record notes a mount (what = the mountpoint) or a loop device (what =
 // the device, backing = its image file) made by this process, and returns
 // the function that forgets it once it is undone.
-func record(tb testing.TB, kind, what, backing string) (forget func()) {
+func record(tb TB, kind, what, backing string) (forget func()) {
 	tb.Helper()
 	if err := os.MkdirAll(registryDir, 0o700); err != nil {
 		tb.Fatalf("test leftovers registry: %v", err)

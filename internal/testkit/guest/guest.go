@@ -11,10 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // Config is one guest.
@@ -32,10 +31,10 @@ type Config struct {
 }
 
 // QEMU returns the qemu-system-x86_64 binary, or skips the test (also
-// when the end-to-end tests are off: testenv.E2E).
-func QEMU(tb testing.TB) string {
+// when the end-to-end tests are off: testkit.E2E).
+func QEMU(tb testkit.TB) string {
 	tb.Helper()
-	testenv.E2E(tb)
+	testkit.E2E(tb)
 	bin, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		tb.Skip("skipping: needs qemu-system-x86_64 (apt-get install --no-install-recommends qemu-system-x86)")
@@ -44,7 +43,7 @@ func QEMU(tb testing.TB) string {
 }
 
 // Busybox returns a statically linked busybox, or skips the test.
-func Busybox(tb testing.TB) string {
+func Busybox(tb testkit.TB) string {
 	tb.Helper()
 	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
 		if static, err := isStatic(p); err == nil && static {
@@ -64,13 +63,13 @@ type Guest struct {
 	ctlIn   *bufio.Reader
 	qmp     net.Conn
 	qmpIn   *json.Decoder
-	process *testenv.Process
+	process *testkit.Process
 }
 
 // Boot starts the guest under TCG on a q35 machine (whose ICH9 AHCI
 // controller is buses ide.0 to ide.5) with one vCPU, and waits until its
 // command channel answers. It is stopped at cleanup.
-func Boot(tb testing.TB, cfg Config) *Guest {
+func Boot(tb testkit.TB, cfg Config) *Guest {
 	tb.Helper()
 	qemu := QEMU(tb)
 	cfg.Root.Program(tb, "/bin/busybox", Busybox(tb))
@@ -110,7 +109,7 @@ func Boot(tb testing.TB, cfg Config) *Guest {
 			tb.Logf("guest console (%s):\n%s", g.Console, tail(g.Console, 16<<10))
 		}
 	})
-	g.process = testenv.StartProcess(tb, qemu, append(args, cfg.QEMUArgs...)...)
+	g.process = testkit.StartProcess(tb, qemu, append(args, cfg.QEMUArgs...)...)
 	g.ctl = accept(tb, g, ctlL)
 	g.ctlIn = bufio.NewReader(g.ctl)
 	g.qmp = accept(tb, g, qmpL)
@@ -140,7 +139,7 @@ func Boot(tb testing.TB, cfg Config) *Guest {
 	}
 }
 
-func listenUnix(tb testing.TB, path string) *net.UnixListener {
+func listenUnix(tb testkit.TB, path string) *net.UnixListener {
 	tb.Helper()
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -151,7 +150,7 @@ func listenUnix(tb testing.TB, path string) *net.UnixListener {
 }
 
 // accept takes QEMU's connection; QEMU makes it while it starts.
-func accept(tb testing.TB, g *Guest, l *net.UnixListener) net.Conn {
+func accept(tb testkit.TB, g *Guest, l *net.UnixListener) net.Conn {
 	tb.Helper()
 	_ = l.SetDeadline(time.Now().Add(30 * time.Second))
 	c, err := l.Accept()
@@ -175,7 +174,7 @@ func (g *Guest) exited(err error) error {
 // init) and returns its standard output and exit status; its standard
 // error goes to the console. The test fails if the command does not end
 // within timeout.
-func (g *Guest) Run(tb testing.TB, cmd string, timeout time.Duration) (stdout string, status int) {
+func (g *Guest) Run(tb testkit.TB, cmd string, timeout time.Duration) (stdout string, status int) {
 	tb.Helper()
 	if strings.ContainsAny(cmd, "\n\r") {
 		tb.Fatalf("guest command %q: one line only", cmd)
@@ -238,7 +237,7 @@ func (g *Guest) QMP(command string, args any) (json.RawMessage, error) {
 
 // QOMSet sets a property of a QEMU object, such as a device given an id
 // on the command line (/machine/peripheral/ID).
-func (g *Guest) QOMSet(tb testing.TB, path, property string, value any) {
+func (g *Guest) QOMSet(tb testkit.TB, path, property string, value any) {
 	tb.Helper()
 	if _, err := g.QMP("qom-set", map[string]any{"path": path, "property": property, "value": value}); err != nil {
 		tb.Fatal(err)
@@ -246,7 +245,7 @@ func (g *Guest) QOMSet(tb testing.TB, path, property string, value any) {
 }
 
 // QOMGet reads a property of a QEMU object.
-func (g *Guest) QOMGet(tb testing.TB, path, property string) json.RawMessage {
+func (g *Guest) QOMGet(tb testkit.TB, path, property string) json.RawMessage {
 	tb.Helper()
 	v, err := g.QMP("qom-get", map[string]any{"path": path, "property": property})
 	if err != nil {

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"testing"
 )
 
 // module is the import path the commands are built from.
@@ -31,7 +30,7 @@ type built struct {
 }
 
 // Binary is the diskcanary binary of this checkout; see Build.
-func Binary(tb testing.TB) string {
+func Binary(tb TB) string {
 	tb.Helper()
 	return Build(tb, "cmd/diskcanary")
 }
@@ -43,7 +42,7 @@ func Binary(tb testing.TB) string {
 // race pass of CI runs the daemon under the detector too. The go command
 // is the one `go test` puts first on PATH, so the build cache is shared
 // and a rebuild is a link.
-func Build(tb testing.TB, pkg string) string {
+func Build(tb TB, pkg string) string {
 	tb.Helper()
 	E2E(tb) // a test that runs a binary is an end-to-end test
 	b := func() *built {
@@ -94,7 +93,7 @@ func sharedDir() (string, error) {
 	binDir.Lock()
 	defer binDir.Unlock()
 	if !binDir.main {
-		return "", errors.New("testenv: the package's TestMain must be testenv.Main(m), which removes what Build and Reexec leave")
+		return "", errors.New("testkit: the package's TestMain must be testkit.Main(m), which removes what Build and Reexec leave")
 	}
 	if binDir.path != "" {
 		return binDir.path, nil

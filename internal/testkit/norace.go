@@ -1,6 +1,6 @@
-//go:build race
+//go:build !race
 
-package testenv
+package testkit
 
 // Race is true in a race-detector build (go test -race).
-const Race = true
+const Race = false

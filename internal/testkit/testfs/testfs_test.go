@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // timedSync writes a block and times its fdatasync.
 func timedSync(t *testing.T, f *os.File) (time.Duration, error) {

@@ -1,4 +1,4 @@
-package testenv
+package testkit
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"testing"
 	"time"
 )
 
@@ -38,7 +37,7 @@ type Alert struct {
 // PrometheusBin returns the prometheus binary's path, or skips the test
 // when there is none or the end-to-end tests are off (E2E). Call it before
 // expensive setup to skip early.
-func PrometheusBin(tb testing.TB) string {
+func PrometheusBin(tb TB) string {
 	tb.Helper()
 	E2E(tb)
 	if bin, err := exec.LookPath("prometheus"); err == nil {
@@ -55,7 +54,7 @@ func PrometheusBin(tb testing.TB) string {
 // file, a temporary TSDB and a free 127.0.0.1 port, waits until it is
 // ready, and stops it at cleanup. extraArgs are appended to its flags.
 // Paths in the configuration (rule_files) should be absolute.
-func StartPrometheus(tb testing.TB, configYAML string, extraArgs ...string) *Prometheus {
+func StartPrometheus(tb TB, configYAML string, extraArgs ...string) *Prometheus {
 	tb.Helper()
 	bin := PrometheusBin(tb)
 	dir := tb.TempDir()
@@ -71,7 +70,7 @@ func StartPrometheus(tb testing.TB, configYAML string, extraArgs ...string) *Pro
 	return p
 }
 
-func (p *Prometheus) waitReady(tb testing.TB, timeout time.Duration) {
+func (p *Prometheus) waitReady(tb TB, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -92,7 +91,7 @@ func (p *Prometheus) waitReady(tb testing.TB, timeout time.Duration) {
 
 // Query runs an instant query that returns a vector, and fails the test on
 // any error.
-func (p *Prometheus) Query(tb testing.TB, q string) []Sample {
+func (p *Prometheus) Query(tb TB, q string) []Sample {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -105,7 +104,7 @@ func (p *Prometheus) Query(tb testing.TB, q string) []Sample {
 
 // WaitQuery polls an instant query every 500 ms until ok accepts its
 // result, and fails the test if none does within timeout.
-func (p *Prometheus) WaitQuery(tb testing.TB, q string, timeout time.Duration, ok func([]Sample) bool) []Sample {
+func (p *Prometheus) WaitQuery(tb TB, q string, timeout time.Duration, ok func([]Sample) bool) []Sample {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -125,7 +124,7 @@ func (p *Prometheus) WaitQuery(tb testing.TB, q string, timeout time.Duration, o
 }
 
 // Alerts is the server's alerts, pending and firing.
-func (p *Prometheus) Alerts(tb testing.TB) []Alert {
+func (p *Prometheus) Alerts(tb TB) []Alert {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

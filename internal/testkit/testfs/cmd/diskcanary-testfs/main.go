@@ -8,7 +8,7 @@ package main
 import (
 	"os"
 
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 func main() { os.Exit(testfs.Main(os.Args[1:])) }

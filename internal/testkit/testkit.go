@@ -1,10 +1,10 @@
-// Package testenv makes real slow and broken disks for tests: small
+// Package testkit makes real slow and broken disks for tests: small
 // filesystems on loop devices, and the cgroup-v1 blkio throttle that slows
 // one loop device for one process tree. Everything needs root; callers skip
 // with a clear message otherwise (CI runs as root). It also runs the
 // processes end-to-end tests need, a real Prometheus among them
 // (prometheus.go, process.go).
-package testenv
+package testkit
 
 import (
 	"fmt"
@@ -13,14 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
 // RequireRoot skips the test unless it runs as root, and unless the
 // end-to-end tests are on (E2E): a test that needs root is one.
-func RequireRoot(tb testing.TB) {
+func RequireRoot(tb TB) {
 	tb.Helper()
 	E2E(tb)
 	if os.Geteuid() != 0 {
@@ -28,14 +27,14 @@ func RequireRoot(tb testing.TB) {
 	}
 	reapOnce.Do(func() {
 		for _, u := range reap() {
-			tb.Logf("testenv: undone what a killed test run left behind: %s", u)
+			tb.Logf("testkit: undone what a killed test run left behind: %s", u)
 		}
 	})
 }
 
 // Tmpfs mounts a fresh 64 MiB tmpfs (a filesystem that is memory: its
 // fdatasync returns at once) and unmounts it at cleanup.
-func Tmpfs(tb testing.TB) string {
+func Tmpfs(tb TB) string {
 	tb.Helper()
 	RequireRoot(tb)
 	dir := tb.TempDir()
@@ -61,7 +60,7 @@ const imagePrefix = "diskcanary-testenv-"
 // cleanup. ext4 is made with lazy init off, so no kernel thread keeps
 // writing behind the measurement. It returns the mountpoint and the loop
 // device path.
-func LoopFS(tb testing.TB, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
+func LoopFS(tb TB, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
 	tb.Helper()
 	return LoopFSIn(tb, "", size, fstype, mkfsArgs...)
 }
@@ -69,7 +68,7 @@ func LoopFS(tb testing.TB, size int64, fstype string, mkfsArgs ...string) (mnt, 
 // LoopFSIn is LoopFS with the backing file in dir: "/dev/shm" puts it on
 // tmpfs, so the device is fast and several of them alike; "" is the
 // test's temporary directory, as LoopFS.
-func LoopFSIn(tb testing.TB, dir string, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
+func LoopFSIn(tb TB, dir string, size int64, fstype string, mkfsArgs ...string) (mnt, dev string) {
 	tb.Helper()
 	RequireRoot(tb)
 	requireTools(tb, "losetup", "mkfs."+fstype, "mount")
@@ -120,7 +119,7 @@ func LoopFSIn(tb testing.TB, dir string, size int64, fstype string, mkfsArgs ...
 // extra losetup options (e.g. "--partscan"), detaches it at cleanup, and
 // returns the device path. For a raw device with no filesystem, such as a
 // partition table written by the test.
-func LoopDevice(tb testing.TB, img string, losetupArgs ...string) string {
+func LoopDevice(tb TB, img string, losetupArgs ...string) string {
 	tb.Helper()
 	RequireRoot(tb)
 	requireTools(tb, "losetup")
@@ -145,7 +144,7 @@ func LoopDevice(tb testing.TB, img string, losetupArgs ...string) string {
 }
 
 // requireTools skips the test unless every named command is on PATH.
-func requireTools(tb testing.TB, names ...string) {
+func requireTools(tb TB, names ...string) {
 	tb.Helper()
 	for _, name := range names {
 		if _, err := exec.LookPath(name); err != nil {
@@ -155,7 +154,7 @@ func requireTools(tb testing.TB, names ...string) {
 }
 
 // DevNumbers is "MAJ:MIN" of a block device node.
-func DevNumbers(tb testing.TB, dev string) string {
+func DevNumbers(tb TB, dev string) string {
 	tb.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat(dev, &st); err != nil {
@@ -172,7 +171,7 @@ type Throttle struct{ Path string }
 // NewThrottle makes a blkio cgroup that limits dev to writeIOPS writes per
 // second for the processes put in it, and removes it at cleanup. It skips
 // when the blkio controller is not mounted.
-func NewThrottle(tb testing.TB, dev string, writeIOPS int) *Throttle {
+func NewThrottle(tb TB, dev string, writeIOPS int) *Throttle {
 	tb.Helper()
 	RequireRoot(tb)
 	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_iops_device")); err != nil {
@@ -200,7 +199,7 @@ func NewThrottle(tb testing.TB, dev string, writeIOPS int) *Throttle {
 }
 
 // Add moves the running process pid into the throttled group.
-func (t *Throttle) Add(tb testing.TB, pid int) {
+func (t *Throttle) Add(tb TB, pid int) {
 	tb.Helper()
 	if err := os.WriteFile(filepath.Join(t.Path, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		tb.Fatalf("blkio cgroup %s: add pid %d: %v", t.Path, pid, err)
@@ -208,7 +207,7 @@ func (t *Throttle) Add(tb testing.TB, pid int) {
 }
 
 // Release moves pid back to the root group: its I/O is no longer limited.
-func (t *Throttle) Release(tb testing.TB, pid int) {
+func (t *Throttle) Release(tb TB, pid int) {
 	tb.Helper()
 	if err := os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		tb.Fatalf("blkio: move pid %d back to the root group: %v", pid, err)
@@ -225,7 +224,7 @@ func (t *Throttle) Command(name string, args ...string) *exec.Cmd {
 // SkipUnderRace skips a test whose assertion is a latency or a rate: the
 // race detector slows the code 2-20× and makes such a bound meaningless.
 // CI runs every test once without the detector, where these run.
-func SkipUnderRace(tb testing.TB) {
+func SkipUnderRace(tb TB) {
 	tb.Helper()
 	if Race {
 		tb.Skip("skipping under the race detector: this test asserts a latency; it runs in the non-race pass")
