@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
 	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 var chartDir = filepath.Join(repoRoot, "deploy/helm/diskcanary")
@@ -185,7 +185,7 @@ func TestHelmDefaultsAreTheKustomizeBase(t *testing.T) {
 }
 
 // TestHelmRulesAndDashboardsAreTheGenerators: the PrometheusRule and the
-// dashboards ConfigMap hold exactly what internal/rulegen generates now
+// dashboards ConfigMap hold exactly what tools/rulegen generates now
 // (not what is committed), so a stale files/ copy fails here too.
 func TestHelmRulesAndDashboardsAreTheGenerators(t *testing.T) {
 	files, err := rulegen.Files(rulegen.Defaults())

@@ -19,8 +19,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
 	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 var (

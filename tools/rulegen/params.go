@@ -2,7 +2,7 @@
 // it generates alerts/diskcanary-rules.yml (recording and alert rules),
 // alerts/tests/*.yml (promtool unit tests) and dashboards/*.json from Go
 // code, so every threshold is a parameter and every PromQL expression is
-// written once. tools/rulegen is the command; a test proves the committed
+// written once. tools/rulegen/cmd/rulegen is the command; a test proves the committed
 // files equal what this package generates with the default parameters.
 package rulegen
 

@@ -3,11 +3,11 @@
 // deploy/kubernetes, and the copies in the Helm chart
 // (deploy/helm/diskcanary/files) and the jsonnet mixin (mixin/generated).
 // Every threshold is a flag; with no flags it writes the committed files,
-// which is what go generate ./... runs (a test in internal/rulegen checks
+// which is what go generate ./... runs (a test in tools/rulegen checks
 // they are up to date).
 //
 //	go generate ./...                            # rewrite the committed files
-//	go run ./tools/rulegen -out /tmp/x -drift.factor 4
+//	go run ./tools/rulegen/cmd/rulegen -out /tmp/x -drift.factor 4
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 func main() {
