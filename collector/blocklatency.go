@@ -9,7 +9,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
 	"github.com/diskcanary/diskcanary/internal/blockdev"
-	"github.com/diskcanary/diskcanary/probes"
+	"github.com/diskcanary/diskcanary/internal/buckets"
 )
 
 var (
@@ -116,9 +116,9 @@ func (p *blocklatencyPart) Update(ch chan<- prometheus.Metric) error {
 // requestBucketBounds are the classic upper bounds, shared by every
 // histogram (dto wants pointers; nothing writes through them).
 var requestBucketBounds = func() []*float64 {
-	b := make([]*float64, len(probes.LatencyBuckets))
-	for i := range probes.LatencyBuckets {
-		b[i] = &probes.LatencyBuckets[i]
+	b := make([]*float64, len(buckets.Latency))
+	for i := range buckets.Latency {
+		b[i] = &buckets.Latency[i]
 	}
 	return b
 }()
@@ -141,7 +141,7 @@ func (m *requestHistogram) Write(out *dto.Metric) error {
 // newRequestHistogram turns the kernel's slots into both bucket layouts;
 // every slot lies inside one bucket of each (blocklatency.Edges).
 func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogram {
-	classic := make([]uint64, len(probes.LatencyBuckets)+1)
+	classic := make([]uint64, len(buckets.Latency)+1)
 	var native []int64 // counts from index lo
 	lo := 0
 	var count, zero uint64
@@ -167,15 +167,15 @@ func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogr
 	}
 	// One allocation each for the buckets and their counts, and shared
 	// upper bounds: a scrape builds one of these per disk and operation.
-	buckets := make([]*dto.Bucket, len(probes.LatencyBuckets))
-	backing := make([]dto.Bucket, len(probes.LatencyBuckets))
-	cums := make([]uint64, len(probes.LatencyBuckets))
+	classicBuckets := make([]*dto.Bucket, len(buckets.Latency))
+	backing := make([]dto.Bucket, len(buckets.Latency))
+	cums := make([]uint64, len(buckets.Latency))
 	var cum uint64
-	for i := range probes.LatencyBuckets {
+	for i := range buckets.Latency {
 		cum += classic[i]
 		cums[i] = cum
 		backing[i].CumulativeCount, backing[i].UpperBound = &cums[i], requestBucketBounds[i]
-		buckets[i] = &backing[i]
+		classicBuckets[i] = &backing[i]
 	}
 	sum := float64(h.SumNS) / 1e9
 	schema := int32(blocklatency.NativeSchema)
@@ -184,7 +184,7 @@ func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogr
 		h: dto.Histogram{
 			SampleCount:   &count,
 			SampleSum:     &sum,
-			Bucket:        buckets,
+			Bucket:        classicBuckets,
 			Schema:        &schema,
 			ZeroThreshold: new(blocklatency.ZeroThreshold),
 			ZeroCount:     &zero,

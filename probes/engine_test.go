@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/diskcanary/diskcanary/internal/buckets"
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/internal/testkit"
@@ -109,7 +110,7 @@ func TestWALProbeAppendLayout(t *testing.T) {
 	n := h.GetHistogram().GetSampleCount()
 	require.GreaterOrEqual(t, n, uint64(3*19))
 	require.Zero(t, n%19, "19 timed fdatasyncs per burst of ops=20: the first primes (shutdown stops between bursts here)")
-	require.Len(t, h.GetHistogram().GetBucket(), len(LatencyBuckets), "exactly the classic buckets")
+	require.Len(t, h.GetHistogram().GetBucket(), len(buckets.Latency), "exactly the classic buckets")
 	w, _ := value(mf["diskcanary_write_duration_seconds"], map[string]string{"probe": "wal"})
 	require.Equal(t, n, w.GetHistogram().GetSampleCount(), "one write timed per fdatasync")
 	// Bursts append at 0, 46,000, 92,000 …: 20 sequential 2300-byte writes

@@ -14,7 +14,7 @@ import (
 )
 
 // Params are the generator's knobs. Latency thresholds are classic-bucket
-// edges on purpose (see probes.LatencyBuckets): histogram_quantile only
+// edges on purpose (see buckets.Latency): histogram_quantile only
 // interpolates inside a bucket, so a threshold on an edge means "more than
 // 1 % of samples are above it", never an interpolation artefact.
 type Params struct {
