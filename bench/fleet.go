@@ -100,7 +100,7 @@ func fleetScale(r *run, p params) bool {
 	})
 	wall0 := time.Now()
 	fleetsim := filepath.Join(tmp, "fleetsim")
-	r.exec("go", "build", "-o", fleetsim, "./bench/fleetsim")
+	r.exec("go", "build", "-C", "bench", "-o", fleetsim, "./fleetsim")
 	rules := filepath.Join(tmp, "rules.yml")
 	b, err := os.ReadFile("alerts/diskcanary-rules.yml")
 	if err != nil {

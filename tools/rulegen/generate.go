@@ -1,8 +1,8 @@
 package rulegen
 
-// The one go:generate of the repository a newcomer runs (go generate ./...):
-// every generated file, written by tools/rulegen with its default flags.
-//go:generate go run ./cmd/rulegen -out ../..
+// Every generated file is written by tools/rulegen/cmd/rulegen with its
+// default flags, through the go:generate in tools/generate.go (go generate
+// ./... at the repository root).
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 const RulesPath = "alerts/diskcanary-rules.yml"
 
 // Command regenerates every generated file with the default parameters
-// (the go:generate above). The eBPF object is not among them: it needs
+// (the go:generate in tools/generate.go). The eBPF object is not among them: it needs
 // clang, and collector/blocklatency/gen.go says how to rebuild it.
 const Command = "go generate ./..."
 
