@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // repoRoot is two levels up from this package.
@@ -135,6 +137,7 @@ func TestEveryAlertHasFiringAndSilentCases(t *testing.T) {
 // own parallel subtest: the package's wall time is then the slowest file,
 // not the sum.
 func TestPromtool(t *testing.T) {
+	testkit.E2E(t) // minutes of promtool on 2 cores: the end-to-end set
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed (Debian package prometheus; bash .ci/run installs it): skipping promtool check/test rules")
@@ -168,6 +171,7 @@ func TestPromtool(t *testing.T) {
 // only the hand-written inputs and expectations stay) must fail promtool,
 // in the case that the threshold decides.
 func TestPromtoolCatchesWrongThresholds(t *testing.T) {
+	testkit.E2E(t) // a promtool run per wrong threshold: the end-to-end set
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed (Debian package prometheus): skipping")
