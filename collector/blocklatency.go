@@ -26,10 +26,10 @@ var (
 		[]string{"reason"}, nil)
 )
 
-// blocklatencyPart exports the kernel's own view of each disk's request
+// blocklatencyCollector exports the kernel's own view of each disk's request
 // latency. The eBPF program counts in the kernel; a scrape reads one map
 // entry per disk and operation.
-type blocklatencyPart struct {
+type blocklatencyCollector struct {
 	tracer *blocklatency.Tracer // nil when the kernel or privileges do not allow it
 	reason blocklatency.Reason
 
@@ -44,12 +44,12 @@ var blocklatencyHint = map[blocklatency.Reason]string{
 	blocklatency.ReasonUnsupported: "the kernel refused the eBPF program (BTF-typed block tracepoints, Linux 5.15+)",
 }
 
-func newBlocklatencyPart(o Options) (Part, error) {
+func newBlocklatencyCollector(o Options) (Collector, error) {
 	filter, err := newDeviceFilter(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	p := &blocklatencyPart{sysfs: o.Paths.Sys(), deviceFilter: filter}
+	p := &blocklatencyCollector{sysfs: o.Paths.Sys(), deviceFilter: filter}
 	t, err := blocklatency.Open()
 	if err != nil {
 		p.reason = blocklatency.ReasonUnsupported
@@ -66,7 +66,7 @@ func newBlocklatencyPart(o Options) (Part, error) {
 }
 
 // Run holds the program attached until ctx ends.
-func (p *blocklatencyPart) Run(ctx context.Context) {
+func (p *blocklatencyCollector) Run(ctx context.Context) {
 	if p.tracer == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (p *blocklatencyPart) Run(ctx context.Context) {
 	_ = p.tracer.Close()
 }
 
-func (p *blocklatencyPart) Update(ch chan<- prometheus.Metric) error {
+func (p *blocklatencyCollector) Update(ch chan<- prometheus.Metric) error {
 	if p.tracer == nil {
 		ch <- prometheus.MustNewConstMetric(blocklatencyAvailableDesc, prometheus.GaugeValue, 0)
 		ch <- prometheus.MustNewConstMetric(blocklatencyUnavailableDesc, prometheus.GaugeValue, 1, string(p.reason))

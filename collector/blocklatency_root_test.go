@@ -26,12 +26,12 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 // openBlocklatency attaches the eBPF program (root only) and detaches it at
 // cleanup. Open it after the test's loop devices are attached, so their
 // histograms hold only the test's own requests.
-func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyPart {
+func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyCollector {
 	tb.Helper()
 	testkit.RequireRoot(tb)
-	p, err := newBlocklatencyPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{SysFS: sysfs}, Logger: slog.New(slog.DiscardHandler)})
+	p, err := newBlocklatencyCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{SysFS: sysfs}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(tb, err)
-	bp := p.(*blocklatencyPart)
+	bp := p.(*blocklatencyCollector)
 	switch bp.reason {
 	case "":
 	case blocklatency.ReasonNoBTF, blocklatency.ReasonUnsupported:
@@ -45,7 +45,7 @@ func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyPart {
 
 // requestHist scrapes the part and returns the histogram of device and op
 // (nil if it has none).
-func requestHist(t *testing.T, p Part, device, op string) *dto.Histogram {
+func requestHist(t *testing.T, p Collector, device, op string) *dto.Histogram {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 64)
 	errc := make(chan error, 1)

@@ -38,7 +38,7 @@ func BenchmarkErrorsScrapeUnderKmsgFlood(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = os.WriteFile(path, old, 0) })
 
-	p, stop := startErrorsPart(b)
+	p, stop := startErrorsCollector(b)
 	defer stop()
 
 	rounds, phase := 5, 10*time.Second

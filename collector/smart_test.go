@@ -33,7 +33,7 @@ type smartStatusCollector struct{ s smart.Status }
 
 func (c smartStatusCollector) Describe(chan<- *prometheus.Desc) {}
 func (c smartStatusCollector) Collect(ch chan<- prometheus.Metric) {
-	(&smartPart{cache: map[string]smartCached{}}).emit(ch, c.s)
+	(&smartCollector{cache: map[string]smartCached{}}).emit(ch, c.s)
 }
 
 func smartStateFromFixture(t testing.TB, name string) smart.DeviceState {
@@ -263,7 +263,7 @@ func smartTestConfig(bin string) *config.Config {
 	}}
 }
 
-func TestSmartPartSmartctlMissing(t *testing.T) {
+func TestSmartCollectorSmartctlMissing(t *testing.T) {
 	cfg := smartTestConfig(filepath.Join(t.TempDir(), "no-smartctl"))
 	c, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false, "blocklatency": false, "errors": false, "pressure": false})
 	require.NoError(t, err)
@@ -463,7 +463,7 @@ func BenchmarkSmartScrape24(b *testing.B) {
 	if err != nil || len(st.Devices) != 24 {
 		b.Fatalf("collect: %v, %d devices", err, len(st.Devices))
 	}
-	p := &smartPart{runner: r, cache: map[string]smartCached{}}
+	p := &smartCollector{runner: r, cache: map[string]smartCached{}}
 	ch := make(chan prometheus.Metric, 4096)
 	series := 0
 	b.ReportAllocs()

@@ -92,7 +92,7 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 	fl.StringVar(&f.deviceInclude, "collector.diskstats.device-include", "", "regex of kernel device names to export (replaces the config's filter)")
 	fl.StringVar(&f.deviceExclude, "collector.diskstats.device-exclude", "", "regex of kernel device names to leave out (replaces the config's filter)")
 	f.paths.AddFlags(fl)
-	for _, p := range collector.Parts {
+	for _, p := range collector.Collectors {
 		f.enable[p.Name] = fl.Bool("collector."+p.Name, p.EnabledDefault,
 			fmt.Sprintf("enable the %s collector: %s (--no-collector.%s disables)", p.Name, p.Help, p.Name))
 		f.disable[p.Name] = fl.Bool("no-collector."+p.Name, false, "disable the "+p.Name+" collector")
@@ -148,7 +148,7 @@ func (f *serveFlags) loadConfig(cmd *cobra.Command) (*config.Config, map[string]
 		}
 	}
 	given := map[string]bool{}
-	for _, p := range collector.Parts {
+	for _, p := range collector.Collectors {
 		if cmd.Flags().Changed("collector." + p.Name) {
 			given[p.Name] = *f.enable[p.Name]
 		}

@@ -52,11 +52,11 @@ func TestCollectorFlags(t *testing.T) {
 }
 
 // serve --help offers one --collector.NAME and one --no-collector.NAME per
-// part of collector.Parts, with the part's default, and no others.
-func TestServeHelpListsTheParts(t *testing.T) {
+// part of collector.Collectors, with the part's default, and no others.
+func TestServeHelpListsTheCollectors(t *testing.T) {
 	want := map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true}
 	table := map[string]bool{}
-	for _, p := range collector.Parts {
+	for _, p := range collector.Collectors {
 		table[p.Name] = p.EnabledDefault
 	}
 	require.Equal(t, want, table)
