@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -340,35 +341,42 @@ func (d *probeDir) rename(from, to string) error {
 // Symlinks are followed (/dev/disk/by-id/...), but the target must be a
 // block device before it is opened at all: opening a FIFO blocks forever,
 // and opening some character devices acts (/dev/watchdog arms a reboot).
-// The open itself is non-blocking and checked again, against a swap.
-func openBlockDevice(path string) (int, unix.Stat_t, error) {
-	var pre, st unix.Stat_t
+// The open itself is non-blocking and checked again, against a swap. It
+// returns the device's size and logical block size; it never opens for
+// writing.
+func openBlockDevice(path string) (fd int, st unix.Stat_t, size uint64, lbs int, err error) {
+	var pre unix.Stat_t
 	if err := unix.Stat(path, &pre); err != nil {
-		return -1, st, &opError{"stat", path, err}
+		return -1, st, 0, 0, &opError{"stat", path, err}
 	}
 	if pre.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return -1, st, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, fileKind(pre.Mode))
+		return -1, st, 0, 0, fmt.Errorf("%s: %w: not a block device (%s); device: takes a disk such as /dev/disk/by-id/...", path, errUnsafe, fileKind(pre.Mode))
 	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return -1, st, fmt.Errorf("%s: %w", path, errNoODirect)
+			return -1, st, 0, 0, fmt.Errorf("%s: %w", path, errNoODirect)
 		}
-		return -1, st, &opError{"open", path, err}
+		return -1, st, 0, 0, &opError{"open", path, err}
 	}
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err = unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, st, &opError{"stat", path, err}
+		return -1, st, 0, 0, &opError{"stat", path, err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != pre.Rdev {
 		unix.Close(fd)
-		return -1, st, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, fileKind(st.Mode))
+		return -1, st, 0, 0, fmt.Errorf("%s: %w: not a block device (%s), or replaced while being opened", path, errUnsafe, fileKind(st.Mode))
 	}
 	if err := clearNonblock(fd); err != nil {
 		unix.Close(fd)
-		return -1, st, &opError{"fcntl", path, err}
+		return -1, st, 0, 0, &opError{"fcntl", path, err}
 	}
-	return fd, st, nil
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
+		unix.Close(fd)
+		return -1, st, 0, 0, &opError{"ioctl BLKGETSIZE64", path, e}
+	}
+	lbs, _ = unix.IoctlGetInt(fd, unix.BLKSSZGET)
+	return fd, st, size, lbs, nil
 }
 
 // checkFree refuses to use need bytes if that leaves less than floor free

@@ -321,7 +321,7 @@ func TestOpenBlockDeviceRefusesOtherTypes(t *testing.T) {
 	} {
 		done := make(chan error, 1)
 		go func() {
-			fd, _, err := openBlockDevice(path)
+			fd, _, _, _, err := openBlockDevice(path)
 			if err == nil {
 				unix.Close(fd)
 			}
@@ -336,7 +336,7 @@ func TestOpenBlockDeviceRefusesOtherTypes(t *testing.T) {
 			t.Fatalf("openBlockDevice(%s) blocked", path)
 		}
 	}
-	_, _, err := openBlockDevice(filepath.Join(base, "absent"))
+	_, _, _, _, err := openBlockDevice(filepath.Join(base, "absent"))
 	require.Equal(t, reasonMissing, reasonOf(err))
 }
 
@@ -347,7 +347,7 @@ func TestOpenBlockDeviceFollowsSymlinksToADisk(t *testing.T) {
 	dev := testkit.LoopDevice(t, img)
 	link := filepath.Join(t.TempDir(), "by-id-link") // as /dev/disk/by-id/...
 	require.NoError(t, os.Symlink(dev, link))
-	fd, st, err := openBlockDevice(link)
+	fd, st, _, _, err := openBlockDevice(link)
 	require.NoError(t, err)
 	defer unix.Close(fd)
 	require.EqualValues(t, unix.S_IFBLK, st.Mode&unix.S_IFMT)

@@ -57,7 +57,7 @@ func openDirSite(path, procfs, sysfs string, log *slog.Logger) (*site, error) {
 // openDeviceSite opens a block device read-only; blockSize must be a
 // multiple of its logical block size (O_DIRECT).
 func openDeviceSite(path string, blockSize int64, procfs, sysfs string, log *slog.Logger) (*site, error) {
-	fd, st, size, lbs, err := openBlockDev(path)
+	fd, st, size, lbs, err := openBlockDevice(path)
 	if err != nil {
 		return nil, err
 	}
