@@ -1,5 +1,7 @@
 package probes
 
+// Config-time preflight: what an open will find, reported without writing.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,7 @@
 package probes
 
+// Open-time checks: each probe directory, file and device, checked as it is opened.
+
 import (
 	"bytes"
 	"errors"

@@ -1,5 +1,7 @@
 package probes
 
+// Open-time: a probe target opened through open_checks.go, with its block device.
+
 import (
 	"errors"
 	"fmt"

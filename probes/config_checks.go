@@ -1,5 +1,7 @@
 package probes
 
+// Config-time checks: a config's probe paths against the host, before any write.
+
 import (
 	"errors"
 	"fmt"
