@@ -15,6 +15,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .prom files under testdata/diskstats")
@@ -212,6 +213,7 @@ func TestDiskstatsStaticCache(t *testing.T) {
 
 // The golden expositions pass promtool's metric lint (names, units, help).
 func TestDiskstatsGoldenLint(t *testing.T) {
+	testkit.E2E(t) // an installed promtool: the end-to-end set, so the fast set is the same everywhere
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed (apt-get install prometheus): lint skipped")

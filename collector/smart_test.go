@@ -482,6 +482,7 @@ func BenchmarkSmartScrape24(b *testing.B) {
 // TestSmartMetricsLint runs `promtool check metrics` (naming, units,
 // _total on counters, _info) over the series of every protocol.
 func TestSmartMetricsLint(t *testing.T) {
+	testkit.E2E(t) // an installed promtool: the end-to-end set, so the fast set is the same everywhere
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed")
