@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sync"
 )
 
@@ -75,6 +76,9 @@ func Build(tb TB, pkg string) string {
 			env = append(os.Environ(), "CGO_ENABLED=1")
 		}
 		cmd := exec.Command(goBin, append(args, module+"/"+pkg)...)
+		// From the product module's root: tests of the modules beside it
+		// (deploy, tools/rulegen) build with the product's go.mod and go.sum.
+		cmd.Dir = moduleRoot()
 		cmd.Env = env
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
@@ -86,6 +90,13 @@ func Build(tb TB, pkg string) string {
 		tb.Fatal(b.err)
 	}
 	return b.path
+}
+
+// moduleRoot is the product module's directory: this file is in
+// internal/testkit.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // sharedDir is binDir's directory, made on first use.
