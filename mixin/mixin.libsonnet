@@ -18,8 +18,8 @@
 // the target and cluster labels, cohorts) is a flag of the generator, where
 // the promtool unit tests pin it:
 //
-//   go run ./tools/rulegen/cmd/rulegen -help
-//   go run ./tools/rulegen/cmd/rulegen -out . -fdatasync.slow 25ms   # rewrites generated/ too
+//   go run -C tools/rulegen ./cmd/rulegen -help
+//   go run -C tools/rulegen ./cmd/rulegen -fdatasync.slow 25ms   # rewrites generated/ too
 local generatedDashboards = import 'generated/dashboards.libsonnet';
 local generatedRules = import 'generated/diskcanary-rules.json';
 

@@ -7,7 +7,7 @@
 // they are up to date).
 //
 //	go generate ./...                            # rewrite the committed files
-//	go run ./tools/rulegen/cmd/rulegen -out /tmp/x -drift.factor 4
+//	go run -C tools/rulegen ./cmd/rulegen -out /tmp/x -drift.factor 4
 package main
 
 import (
@@ -21,7 +21,7 @@ import (
 func main() {
 	p := rulegen.Defaults()
 	p.RegisterFlags(flag.CommandLine)
-	out := flag.String("out", ".", "repository root to write alerts/, dashboards/, the PrometheusRule, the chart's files/ and mixin/generated/ under")
+	out := flag.String("out", defaultOut(), "repository root to write alerts/, dashboards/, the PrometheusRule, the chart's files/ and mixin/generated/ under")
 	flag.Parse()
 	names, err := rulegen.Write(*out, p)
 	if err != nil {
@@ -31,4 +31,14 @@ func main() {
 	for _, n := range names {
 		fmt.Println(n)
 	}
+}
+
+// defaultOut is the repository root when the command runs in its module's
+// directory (go run -C tools/rulegen ./cmd/rulegen), else the working
+// directory.
+func defaultOut() string {
+	if _, err := os.Stat("../../tools/rulegen/go.mod"); err == nil {
+		return "../.."
+	}
+	return "."
 }
