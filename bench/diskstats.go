@@ -12,7 +12,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/bench/stats"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // maxSynthDevices bounds -devices: the tree is written to a temporary
@@ -75,8 +75,8 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 			series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds"}
 	}
 	nodeExporterOnly := func() *scraped {
-		addr := testenv.FreeAddr(r)
-		ne := testenv.StartProcess(r, nodeExporter, "--path.procfs="+proc, "--path.sysfs="+sys, "--path.udev.data="+udev,
+		addr := testkit.FreeAddr(r)
+		ne := testkit.StartProcess(r, nodeExporter, "--path.procfs="+proc, "--path.sysfs="+sys, "--path.udev.data="+udev,
 			"--collector.disable-defaults", "--collector.diskstats", "--collector.diskstats.device-exclude=^$",
 			"--web.listen-address="+addr, "--log.level=warn")
 		ne.WaitListening(r, addr, 30*time.Second)

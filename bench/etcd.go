@@ -20,7 +20,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/bench/stats"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 	"github.com/diskcanary/diskcanary/probes"
 )
 
@@ -277,8 +277,8 @@ END { clear(@s); clear(@fd); clear(@w); }
 // afresh) and waits for it to serve; stop ends it and removes dataDir.
 func (r *run) startEtcd(dataDir string) (client string, pid int, stop func()) {
 	os.RemoveAll(dataDir)
-	client, peer := testenv.FreeAddr(r), testenv.FreeAddr(r)
-	e := testenv.StartProcess(r, "etcd", "--name", "bench", "--data-dir", dataDir,
+	client, peer := testkit.FreeAddr(r), testkit.FreeAddr(r)
+	e := testkit.StartProcess(r, "etcd", "--name", "bench", "--data-dir", dataDir,
 		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
 		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
 		"--initial-cluster", "bench=http://"+peer, "--logger", "zap", "--log-level", "error")

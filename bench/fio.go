@@ -11,7 +11,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/bench/stats"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // The comparisons with fio: does diskcanary measure what fio measures, run

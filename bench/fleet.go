@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // fleetScale: how many nodes one Prometheus holds with the shipped rules,
@@ -73,7 +73,7 @@ func fleetScale(r *run, p params) bool {
 	})
 	wall0 := time.Now()
 	fleetsim := filepath.Join(tmp, "fleetsim")
-	r.exec("go", "build", "-o", fleetsim, "./bench/fleetsim")
+	r.exec("go", "build", "-C", "bench", "-o", fleetsim, "./fleetsim")
 	rules := filepath.Join(tmp, "rules.yml")
 	b, err := os.ReadFile("alerts/diskcanary-rules.yml")
 	if err != nil {
@@ -108,8 +108,8 @@ func fleetScale(r *run, p params) bool {
 				r.Fatal(err)
 			}
 		}
-		promAddr, selfAddr := testenv.FreeAddr(r), testenv.FreeAddr(r)
-		_, simPort, _ := strings.Cut(testenv.FreeAddr(r), ":")
+		promAddr, selfAddr := testkit.FreeAddr(r), testkit.FreeAddr(r)
+		_, simPort, _ := strings.Cut(testkit.FreeAddr(r), ":")
 		promYAML := filepath.Join(run, "prometheus.yml")
 		if err := os.WriteFile(promYAML, []byte(fmt.Sprintf(`global:
   scrape_interval: 30s
@@ -132,7 +132,7 @@ scrape_configs:
 		}
 		r.exec("promtool", "check", "config", promYAML)
 		fmt.Printf("=== N=%d (%s UTC)\n", n, time.Now().UTC().Format("15:04:05"))
-		sim := testenv.StartProcess(r, fleetsim, append([]string{"serve"}, append(simArgs, "-nodes", strconv.Itoa(n),
+		sim := testkit.StartProcess(r, fleetsim, append([]string{"serve"}, append(simArgs, "-nodes", strconv.Itoa(n),
 			"-nodes-per-cluster", strconv.Itoa(p.PerCluster), "-slow", strconv.FormatFloat(p.Slow, 'g', -1, 64),
 			"-port", simPort, "-self", selfAddr, "-sd", sd)...)...)
 		if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
@@ -146,7 +146,7 @@ scrape_configs:
 		if firstLog == "" {
 			firstLog = strings.SplitN(string(simLog), "\n", 2)[0]
 		}
-		prom := testenv.StartProcess(r, "prometheus", "--config.file", promYAML, "--storage.tsdb.path", data,
+		prom := testkit.StartProcess(r, "prometheus", "--config.file", promYAML, "--storage.tsdb.path", data,
 			"--storage.tsdb.retention.time", "1d", "--web.listen-address", promAddr)
 		if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
 			resp, err := http.Get("http://" + promAddr + "/-/ready")
@@ -187,7 +187,7 @@ scrape_configs:
 	return true
 }
 
-func exited(p *testenv.Process) bool {
+func exited(p *testkit.Process) bool {
 	select {
 	case <-p.Done:
 		return true
@@ -196,8 +196,8 @@ func exited(p *testenv.Process) bool {
 	}
 }
 
-// stopProcess ends p now (testenv's cleanup would, later).
-func stopProcess(p *testenv.Process) {
+// stopProcess ends p now (testkit's cleanup would, later).
+func stopProcess(p *testkit.Process) {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	<-p.Done
 }
@@ -242,10 +242,10 @@ smart:
 			r.Fatal(err)
 		}
 	}
-	addr := testenv.FreeAddr(r)
+	addr := testkit.FreeAddr(r)
 	cmd := exec.Command(diskcanary, "serve", "--config.file", config, "--web.listen-address", addr, "--log.level", "warn")
 	cmd.Env = append(os.Environ(), "FAKESMARTCTL_CONFIG="+fakeConfig)
-	d := testenv.StartCmd(r, cmd)
+	d := testkit.StartCmd(r, cmd)
 	want := []string{"diskcanary_fdatasync_duration_seconds_count", "diskcanary_read_duration_seconds_count", "diskcanary_smart_device_info",
 		"diskcanary_disk_info", "diskcanary_disk_request_duration_seconds_count"}
 	var page string
@@ -284,12 +284,12 @@ func (r *run) etcdTemplate(tmp string) string {
 	var client, peer [3]string
 	var cluster []string
 	for i := range 3 {
-		client[i], peer[i] = testenv.FreeAddr(r), testenv.FreeAddr(r)
+		client[i], peer[i] = testkit.FreeAddr(r), testkit.FreeAddr(r)
 		cluster = append(cluster, fmt.Sprintf("e%d=http://%s", i, peer[i]))
 	}
-	var members []*testenv.Process
+	var members []*testkit.Process
 	for i := range 3 {
-		members = append(members, testenv.StartProcess(r, "etcd", "--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(tmp, "etcd", strconv.Itoa(i)),
+		members = append(members, testkit.StartProcess(r, "etcd", "--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(tmp, "etcd", strconv.Itoa(i)),
 			"--listen-client-urls", "http://"+client[i], "--advertise-client-urls", "http://"+client[i],
 			"--listen-peer-urls", "http://"+peer[i], "--initial-advertise-peer-urls", "http://"+peer[i],
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new", "--logger", "zap", "--log-level", "error"))

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/diskcanary/diskcanary/bench/read"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // iostatVsSysstat runs `iostat -dxy INTERVAL COUNT DEV` and `diskcanary
@@ -43,7 +43,7 @@ func iostatVsSysstat(r *run, p params) bool {
 	if err := os.Truncate(img, 1<<30); err != nil {
 		r.Fatal(err)
 	}
-	loop := testenv.LoopDevice(r, img, "--direct-io=on")
+	loop := testkit.LoopDevice(r, img, "--direct-io=on")
 	dev := filepath.Base(loop)
 	r.printf("loop device: %s, %s\n", loop, strings.SplitN(string(r.exec("iostat", "-V")), "\n", 2)[0])
 
@@ -51,7 +51,7 @@ func iostatVsSysstat(r *run, p params) bool {
 	// fdatasync every 4 writes (flush requests), 64 KiB trims (discards),
 	// and batched sequential 4 KiB reads and writes that the block layer
 	// merges (rrqm, wrqm); each rate-limited.
-	testenv.StartProcess(r, "fio", "--filename="+loop, "--direct=1", "--ioengine=libaio", "--time_based",
+	testkit.StartProcess(r, "fio", "--filename="+loop, "--direct=1", "--ioengine=libaio", "--time_based",
 		"--runtime="+strconv.Itoa(secs*(p.Rounds+1)+10), "--group_reporting",
 		"--name=read", "--rw=randread", "--bs=4k", "--iodepth=4", "--rate_iops=800",
 		"--name=write", "--rw=randwrite", "--bs=16k", "--iodepth=1", "--rate_iops=300", "--fdatasync=4",

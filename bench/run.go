@@ -7,19 +7,15 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
-// run is one scenario's run. It is the testing.TB that internal/testenv and
-// internal/testfs take, so the benches start daemons, etcd and the test
-// filesystem the way the tests do, with the same cleanup. The embedded
-// interface is nil: testing.TB cannot be implemented outside package
-// testing otherwise, and those helpers call only the methods below (a call
-// to any other would be a nil dereference, caught and reported as the
-// scenario's failure).
+// run is one scenario's run. It implements testkit.TB, so the benches start
+// daemons, etcd and the test filesystem through internal/testkit and
+// internal/testkit/testfs the way the tests do, with the same cleanup.
 type run struct {
-	testing.TB
 	name     string
 	out      bytes.Buffer // what the report shows
 	mu       sync.Mutex   // cleanups: an interrupt runs them from another goroutine
@@ -27,6 +23,8 @@ type run struct {
 	failed   bool
 	skipped  string
 }
+
+var _ testkit.TB = (*run)(nil)
 
 // abort unwinds a scenario on Fatal or Skip, as runtime.Goexit does a test.
 type abort struct{}

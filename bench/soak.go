@@ -17,7 +17,7 @@ import (
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/bench/stats"
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // soak: does the daemon stay flat when it runs for a long time? Probes run
@@ -46,7 +46,7 @@ smart:
 `, dir, dir)), 0o644); err != nil {
 		r.Fatal(err)
 	}
-	addr := testenv.FreeAddr(r)
+	addr := testkit.FreeAddr(r)
 	url := "http://" + addr + "/metrics"
 	// The log goes through a pipe to this process: a log file the daemon
 	// wrote itself would count in its /proc/PID/io write_bytes.

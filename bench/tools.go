@@ -12,7 +12,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/internal/blockdev"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // The tools every comparison runs, each the same way wherever it runs.
@@ -107,13 +107,13 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // daemon is a running `diskcanary serve`.
 type daemon struct {
-	p   *testenv.Process
+	p   *testkit.Process
 	url string
 }
 
 // serve starts diskcanary serve with config (YAML) and extra flags.
 func (r *run) serve(config string, flags ...string) *daemon {
-	addr := testenv.FreeAddr(r)
+	addr := testkit.FreeAddr(r)
 	args := []string{"serve", "--web.listen-address", addr, "--log.level", "warn"}
 	if config != "" {
 		f := filepath.Join(r.TempDir(), "diskcanary.yml")
@@ -122,7 +122,7 @@ func (r *run) serve(config string, flags ...string) *daemon {
 		}
 		args = append(args, "--config.file", f)
 	}
-	p := testenv.StartProcess(r, diskcanary, append(args, flags...)...)
+	p := testkit.StartProcess(r, diskcanary, append(args, flags...)...)
 	p.WaitListening(r, addr, 30*time.Second)
 	return &daemon{p: p, url: "http://" + addr + "/metrics"}
 }

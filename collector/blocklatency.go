@@ -9,7 +9,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
 	"github.com/diskcanary/diskcanary/internal/blockdev"
-	"github.com/diskcanary/diskcanary/probes"
+	"github.com/diskcanary/diskcanary/internal/buckets"
 )
 
 var (
@@ -26,10 +26,10 @@ var (
 		[]string{"reason"}, nil)
 )
 
-// blocklatencyPart exports the kernel's own view of each disk's request
+// blocklatencyCollector exports the kernel's own view of each disk's request
 // latency. The eBPF program counts in the kernel; a scrape reads one map
 // entry per disk and operation.
-type blocklatencyPart struct {
+type blocklatencyCollector struct {
 	tracer *blocklatency.Tracer // nil when the kernel or privileges do not allow it
 	reason blocklatency.Reason
 
@@ -44,12 +44,12 @@ var blocklatencyHint = map[blocklatency.Reason]string{
 	blocklatency.ReasonUnsupported: "the kernel refused the eBPF program (BTF-typed block tracepoints, Linux 5.15+)",
 }
 
-func newBlocklatencyPart(o Options) (Part, error) {
+func newBlocklatencyCollector(o Options) (Collector, error) {
 	filter, err := newDeviceFilter(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	p := &blocklatencyPart{sysfs: o.Paths.Sys(), deviceFilter: filter}
+	p := &blocklatencyCollector{sysfs: o.Paths.Sys(), deviceFilter: filter}
 	t, err := blocklatency.Open()
 	if err != nil {
 		p.reason = blocklatency.ReasonUnsupported
@@ -66,7 +66,7 @@ func newBlocklatencyPart(o Options) (Part, error) {
 }
 
 // Run holds the program attached until ctx ends.
-func (p *blocklatencyPart) Run(ctx context.Context) {
+func (p *blocklatencyCollector) Run(ctx context.Context) {
 	if p.tracer == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (p *blocklatencyPart) Run(ctx context.Context) {
 	_ = p.tracer.Close()
 }
 
-func (p *blocklatencyPart) Update(ch chan<- prometheus.Metric) error {
+func (p *blocklatencyCollector) Update(ch chan<- prometheus.Metric) error {
 	if p.tracer == nil {
 		ch <- prometheus.MustNewConstMetric(blocklatencyAvailableDesc, prometheus.GaugeValue, 0)
 		ch <- prometheus.MustNewConstMetric(blocklatencyUnavailableDesc, prometheus.GaugeValue, 1, string(p.reason))
@@ -116,9 +116,9 @@ func (p *blocklatencyPart) Update(ch chan<- prometheus.Metric) error {
 // requestBucketBounds are the classic upper bounds, shared by every
 // histogram (dto wants pointers; nothing writes through them).
 var requestBucketBounds = func() []*float64 {
-	b := make([]*float64, len(probes.LatencyBuckets))
-	for i := range probes.LatencyBuckets {
-		b[i] = &probes.LatencyBuckets[i]
+	b := make([]*float64, len(buckets.Latency))
+	for i := range buckets.Latency {
+		b[i] = &buckets.Latency[i]
 	}
 	return b
 }()
@@ -141,7 +141,7 @@ func (m *requestHistogram) Write(out *dto.Metric) error {
 // newRequestHistogram turns the kernel's slots into both bucket layouts;
 // every slot lies inside one bucket of each (blocklatency.Edges).
 func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogram {
-	classic := make([]uint64, len(probes.LatencyBuckets)+1)
+	classic := make([]uint64, len(buckets.Latency)+1)
 	var native []int64 // counts from index lo
 	lo := 0
 	var count, zero uint64
@@ -167,15 +167,15 @@ func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogr
 	}
 	// One allocation each for the buckets and their counts, and shared
 	// upper bounds: a scrape builds one of these per disk and operation.
-	buckets := make([]*dto.Bucket, len(probes.LatencyBuckets))
-	backing := make([]dto.Bucket, len(probes.LatencyBuckets))
-	cums := make([]uint64, len(probes.LatencyBuckets))
+	classicBuckets := make([]*dto.Bucket, len(buckets.Latency))
+	backing := make([]dto.Bucket, len(buckets.Latency))
+	cums := make([]uint64, len(buckets.Latency))
 	var cum uint64
-	for i := range probes.LatencyBuckets {
+	for i := range buckets.Latency {
 		cum += classic[i]
 		cums[i] = cum
 		backing[i].CumulativeCount, backing[i].UpperBound = &cums[i], requestBucketBounds[i]
-		buckets[i] = &backing[i]
+		classicBuckets[i] = &backing[i]
 	}
 	sum := float64(h.SumNS) / 1e9
 	schema := int32(blocklatency.NativeSchema)
@@ -184,7 +184,7 @@ func newRequestHistogram(h blocklatency.Hist, device, op string) *requestHistogr
 		h: dto.Histogram{
 			SampleCount:   &count,
 			SampleSum:     &sum,
-			Bucket:        buckets,
+			Bucket:        classicBuckets,
 			Schema:        &schema,
 			ZeroThreshold: new(blocklatency.ZeroThreshold),
 			ZeroCount:     &zero,

@@ -17,21 +17,21 @@ import (
 	"github.com/diskcanary/diskcanary/collector/blocklatency"
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // openBlocklatency attaches the eBPF program (root only) and detaches it at
 // cleanup. Open it after the test's loop devices are attached, so their
 // histograms hold only the test's own requests.
-func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyPart {
+func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyCollector {
 	tb.Helper()
-	testenv.RequireRoot(tb)
-	p, err := newBlocklatencyPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{SysFS: sysfs}, Logger: slog.New(slog.DiscardHandler)})
+	testkit.RequireRoot(tb)
+	p, err := newBlocklatencyCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{SysFS: sysfs}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(tb, err)
-	bp := p.(*blocklatencyPart)
+	bp := p.(*blocklatencyCollector)
 	switch bp.reason {
 	case "":
 	case blocklatency.ReasonNoBTF, blocklatency.ReasonUnsupported:
@@ -45,7 +45,7 @@ func openBlocklatency(tb testing.TB, sysfs string) *blocklatencyPart {
 
 // requestHist scrapes the part and returns the histogram of device and op
 // (nil if it has none).
-func requestHist(t *testing.T, p Part, device, op string) *dto.Histogram {
+func requestHist(t *testing.T, p Collector, device, op string) *dto.Histogram {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 64)
 	errc := make(chan error, 1)
@@ -182,13 +182,13 @@ func TestBlocklatencyShowsInjectedDeviceDelay(t *testing.T) {
 // A loop device on tmpfs is fast: its O_DIRECT 4 KiB writes are exactly the
 // requests the kernel counts, and a discard is op="discard".
 func TestBlocklatencyCountsEveryRequestOfAFastDevice(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	f, err := os.CreateTemp("/dev/shm", "dc-blocklatency-*.img")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.Remove(f.Name()) })
 	require.NoError(t, f.Truncate(16<<20))
 	require.NoError(t, f.Close())
-	dev := testenv.LoopDevice(t, f.Name())
+	dev := testkit.LoopDevice(t, f.Name())
 	name := filepath.Base(dev)
 	p := openBlocklatency(t, "/sys")
 	fd := openDirect(t, dev)
@@ -211,7 +211,7 @@ func TestBlocklatencyCountsEveryRequestOfAFastDevice(t *testing.T) {
 	t.Logf("%s writes: %d, mean %.1f µs", name, write.GetSampleCount(), 1e6*write.GetSampleSum()/float64(write.GetSampleCount()))
 	require.Equal(t, uint64(n), write.GetSampleCount(), "one request per O_DIRECT write")
 	require.Equal(t, after["write"]-before["write"], write.GetSampleCount(), "the kernel's own write count agrees")
-	if !testenv.Race {
+	if !testkit.Race {
 		// A latency bound: the race pass runs beside slowed-down tests.
 		require.Equal(t, uint64(n), cumulative(t, write, 0.01), "tmpfs-backed writes all under 10 ms")
 	}

@@ -1,8 +1,8 @@
-// Package collector turns diskcanary's parts (probe results, diskstats,
-// SMART, eBPF block latency) into one prometheus.Collector. Each part is
-// registered once in the parts table below, which is also where its
-// --[no-]collector.NAME flag and default come from. Every part runs concurrently on each scrape, and its
-// success and duration are exported, so one failing part never fails the
+// Package collector turns diskcanary's collectors (probe results, diskstats,
+// SMART, eBPF block latency) into one prometheus.Collector. Each collector is
+// registered once in the collectors table below, which is also where its
+// --[no-]collector.NAME flag and default come from. Every collector runs concurrently on each scrape, and its
+// success and duration are exported, so one failing collector never fails the
 // scrape.
 package collector
 
@@ -23,7 +23,7 @@ import (
 const namespace = "diskcanary"
 
 // deviceFilter is the diskstats device filter (include/exclude regexes),
-// which every part that exports per-disk series honours.
+// which every collector that exports per-disk series honours.
 type deviceFilter struct {
 	include, exclude *regexp.Regexp
 }
@@ -42,20 +42,20 @@ func (f deviceFilter) included(name string) bool {
 	return !f.exclude.MatchString(name)
 }
 
-// Part is one source of metrics. Update must answer from memory or from
+// Collector is one source of metrics. Update must answer from memory or from
 // kernel pseudo-files: anything that can hang on a disk (probes, smartctl)
 // runs in Run and Update only reads its last results.
-type Part interface {
+type Collector interface {
 	Update(ch chan<- prometheus.Metric) error
 }
 
-// Background is implemented by parts that work on their own schedule.
+// Background is implemented by collectors that work on their own schedule.
 // Run returns when ctx is cancelled.
 type Background interface {
 	Run(ctx context.Context)
 }
 
-// Options is what a part's constructor gets.
+// Options is what a collector's constructor gets.
 type Options struct {
 	Config *config.Config
 	// Paths are the host's /proc and /sys (--path.procfs, --path.sysfs);
@@ -64,29 +64,29 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// PartInfo is one row of the parts table.
-type PartInfo struct {
+// CollectorInfo is one row of the collectors table.
+type CollectorInfo struct {
 	Name           string
 	EnabledDefault bool
-	// FileEnabled is the part's `enabled:` key in the config file, for the
-	// parts that have a section there; nil for the others.
+	// FileEnabled is the collector's `enabled:` key in the config file, for the
+	// collectors that have a section there; nil for the others.
 	FileEnabled func(*config.Config) bool
 	Help        string
-	New         func(Options) (Part, error)
+	New         func(Options) (Collector, error)
 }
 
-// Parts is the table of every part diskcanary has. cmd/diskcanary derives
+// Collectors is the table of every collector diskcanary has. cmd/diskcanary derives
 // the --[no-]collector.NAME flags from it, and Enabled the set that runs.
-var Parts = []PartInfo{
+var Collectors = []CollectorInfo{
 	{Name: "probes", EnabledDefault: true, FileEnabled: func(c *config.Config) bool { return c.Probes.Enabled },
-		Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesPart},
+		Help: "canary probes (etcd-WAL fdatasync, O_DIRECT random read)", New: newProbesCollector},
 	{Name: "diskstats", EnabledDefault: true, FileEnabled: func(c *config.Config) bool { return c.Diskstats.Enabled },
-		Help: "/proc/diskstats with node_exporter semantics, disk info and the device -> disk join", New: newDiskstatsPart},
+		Help: "/proc/diskstats with node_exporter semantics, disk info and the device -> disk join", New: newDiskstatsCollector},
 	{Name: "smart", EnabledDefault: true, FileEnabled: func(c *config.Config) bool { return c.Smart.Enabled },
-		Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartPart},
-	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyPart},
-	{Name: "errors", EnabledDefault: true, Help: "storage errors as the kernel reports them: /dev/kmsg classified per disk and filesystem (needs CAP_SYSLOG where kernel.dmesg_restrict=1; off with a reason otherwise), SCSI and filesystem error counters from sysfs, filesystems the kernel made read-only", New: newErrorsPart},
-	{Name: "pressure", EnabledDefault: true, Help: "the kernel's pressure stall information for CPU and I/O (/proc/pressure), node_exporter's semantics; the etcd verdict's CPU witness", New: newPressurePart},
+		Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartCollector},
+	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyCollector},
+	{Name: "errors", EnabledDefault: true, Help: "storage errors as the kernel reports them: /dev/kmsg classified per disk and filesystem (needs CAP_SYSLOG where kernel.dmesg_restrict=1; off with a reason otherwise), SCSI and filesystem error counters from sysfs, filesystems the kernel made read-only", New: newErrorsCollector},
+	{Name: "pressure", EnabledDefault: true, Help: "the kernel's pressure stall information for CPU and I/O (/proc/pressure), node_exporter's semantics; the etcd verdict's CPU witness", New: newPressureCollector},
 }
 
 var (
@@ -96,18 +96,18 @@ var (
 		"How long the collector took on this scrape.", []string{"collector"}, nil)
 )
 
-// Collector runs the enabled parts on every scrape.
-type Collector struct {
-	parts  map[string]Part
-	logger *slog.Logger
+// NodeCollector runs the enabled collectors on every scrape.
+type NodeCollector struct {
+	collectors map[string]Collector
+	logger     *slog.Logger
 }
 
-// Enabled says which parts run, by name: a --[no-]collector.NAME flag the
-// user gave (in flags) beats the file's enabled key, which beats the part's
+// Enabled says which collectors run, by name: a --[no-]collector.NAME flag the
+// user gave (in flags) beats the file's enabled key, which beats the collector's
 // default.
 func Enabled(c *config.Config, flags map[string]bool) map[string]bool {
 	enabled := map[string]bool{}
-	for _, info := range Parts {
+	for _, info := range Collectors {
 		on, ok := flags[info.Name]
 		switch {
 		case ok:
@@ -121,10 +121,10 @@ func Enabled(c *config.Config, flags map[string]bool) map[string]bool {
 	return enabled
 }
 
-// New builds the parts enabled maps to true (see Enabled).
-func New(opts Options, enabled map[string]bool) (*Collector, error) {
-	c := &Collector{parts: map[string]Part{}, logger: opts.Logger}
-	for _, info := range Parts {
+// New builds the collectors enabled maps to true (see Enabled).
+func New(opts Options, enabled map[string]bool) (*NodeCollector, error) {
+	c := &NodeCollector{collectors: map[string]Collector{}, logger: opts.Logger}
+	for _, info := range Collectors {
 		if !enabled[info.Name] {
 			continue
 		}
@@ -132,19 +132,19 @@ func New(opts Options, enabled map[string]bool) (*Collector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("collector %s: %w", info.Name, err)
 		}
-		c.parts[info.Name] = p
+		c.collectors[info.Name] = p
 	}
 	return c, nil
 }
 
-// Part returns an enabled part by name (nil if disabled).
-func (c *Collector) Part(name string) Part { return c.parts[name] }
+// Collector returns an enabled collector by name (nil if disabled).
+func (c *NodeCollector) Collector(name string) Collector { return c.collectors[name] }
 
-// Run starts the background work of every part and returns when ctx is done
+// Run starts the background work of every collector and returns when ctx is done
 // and all of it has stopped.
-func (c *Collector) Run(ctx context.Context) {
+func (c *NodeCollector) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, p := range c.parts {
+	for _, p := range c.collectors {
 		if b, ok := p.(Background); ok {
 			wg.Add(1)
 			go func() { defer wg.Done(); b.Run(ctx) }()
@@ -153,14 +153,14 @@ func (c *Collector) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// Describe sends nothing: this is an unchecked collector, because the parts'
+// Describe sends nothing: this is an unchecked collector, because the collectors'
 // series depend on what the host has.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {}
+func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	var wg sync.WaitGroup
-	for name, p := range c.parts {
+	for name, p := range c.collectors {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

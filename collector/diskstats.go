@@ -91,7 +91,7 @@ type deviceStatic struct {
 var diskInfoLabels = []string{"device", "major", "minor", "model", "serial", "wwn", "revision",
 	"rotational", "logical_block_size", "physical_block_size", "dm_name", "dm_uuid", "md_level"}
 
-func newDiskstatsPart(o Options) (Part, error) {
+func newDiskstatsCollector(o Options) (Collector, error) {
 	c := o.Config
 	filter, err := newDeviceFilter(c)
 	if err != nil {

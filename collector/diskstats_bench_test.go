@@ -45,7 +45,7 @@ func synthTree(tb testing.TB, n int) (proc, sys string) {
 // devices after the sysfs cache is warm.
 func BenchmarkDiskstatsScrape(b *testing.B) {
 	proc, sys := synthTree(b, 1000)
-	p, err := newDiskstatsPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
+	p, err := newDiskstatsCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .prom files under testdata/diskstats")
@@ -22,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden .prom files under te
 const diskstatsFixtures = "testdata/diskstats"
 
 // partCollector adapts one part to prometheus.Collector for testutil.
-type partCollector struct{ p Part }
+type partCollector struct{ p Collector }
 
 func (pc partCollector) Describe(chan<- *prometheus.Desc) {}
 func (pc partCollector) Collect(ch chan<- prometheus.Metric) {
@@ -33,7 +34,7 @@ func (pc partCollector) Collect(ch chan<- prometheus.Metric) {
 
 func newTestDiskstats(t *testing.T, procfs string, ds config.Diskstats) *diskstatsCollector {
 	t.Helper()
-	p, err := newDiskstatsPart(Options{Config: &config.Config{Diskstats: ds},
+	p, err := newDiskstatsCollector(Options{Config: &config.Config{Diskstats: ds},
 		Paths: hostpath.Paths{ProcFS: procfs, SysFS: filepath.Join(diskstatsFixtures, "sys")}})
 	require.NoError(t, err)
 	return p.(*diskstatsCollector)
@@ -41,7 +42,7 @@ func newTestDiskstats(t *testing.T, procfs string, ds config.Diskstats) *disksta
 
 // compareGolden scrapes the part and compares the whole exposition with
 // testdata/diskstats/NAME.prom (rewritten with -update).
-func compareGolden(t *testing.T, p Part, name string) {
+func compareGolden(t *testing.T, p Collector, name string) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(partCollector{p})
@@ -174,7 +175,7 @@ func TestDiskstatsStaticCache(t *testing.T) {
 	require.NoError(t, os.WriteFile(model, []byte("OLD\n"), 0o644))
 	stats := filepath.Join(proc, "diskstats")
 	require.NoError(t, os.WriteFile(stats, []byte("8 0 sdx 10 0 80 1 0 0 0 0 0 1 1\n"), 0o644))
-	part, err := newDiskstatsPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
+	part, err := newDiskstatsCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
 	require.NoError(t, err)
 	p := part.(*diskstatsCollector)
 	now := time.Unix(1_700_000_000, 0)
@@ -212,6 +213,7 @@ func TestDiskstatsStaticCache(t *testing.T) {
 
 // The golden expositions pass promtool's metric lint (names, units, help).
 func TestDiskstatsGoldenLint(t *testing.T) {
+	testkit.E2E(t) // an installed promtool: the end-to-end set, so the fast set is the same everywhere
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed (apt-get install prometheus): lint skipped")
@@ -238,7 +240,7 @@ func TestDiskstatsInvalidUTF8Model(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(model), 0o755))
 	require.NoError(t, os.WriteFile(model, []byte("BAD\xffNAME\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "diskstats"), []byte("8 0 sdx 10 0 80 1 0 0 0 0 0 1 1\n"), 0o644))
-	part, err := newDiskstatsPart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
+	part, err := newDiskstatsCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(partCollector{part})

@@ -85,8 +85,8 @@ type errorKey struct {
 	device, fs, kind string
 }
 
-// errorsPart counts what the kernel says about storage errors.
-type errorsPart struct {
+// errorsCollector counts what the kernel says about storage errors.
+type errorsCollector struct {
 	paths hostpath.Paths
 	deviceFilter
 	logger *slog.Logger
@@ -103,12 +103,12 @@ type errorsPart struct {
 	lost, capped uint64
 }
 
-func newErrorsPart(o Options) (Part, error) {
+func newErrorsCollector(o Options) (Collector, error) {
 	filter, err := newDeviceFilter(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	p := &errorsPart{paths: o.Paths, deviceFilter: filter,
+	p := &errorsCollector{paths: o.Paths, deviceFilter: filter,
 		logger: o.Logger, counts: map[errorKey]uint64{}}
 	r, err := kmsg.Open("/dev/kmsg")
 	switch {
@@ -125,7 +125,7 @@ func newErrorsPart(o Options) (Part, error) {
 }
 
 // Run reads the kernel log until ctx ends.
-func (p *errorsPart) Run(ctx context.Context) {
+func (p *errorsCollector) Run(ctx context.Context) {
 	if p.reader == nil {
 		return
 	}
@@ -148,7 +148,7 @@ func (p *errorsPart) Run(ctx context.Context) {
 	<-done
 }
 
-func (p *errorsPart) count(rec kmsg.Record, lost uint64) {
+func (p *errorsCollector) count(rec kmsg.Record, lost uint64) {
 	ev, ok := kmsg.Classify(rec)
 	var devices []string
 	if ok && ev.Scope == kmsg.Disk && ev.Device != "" {
@@ -181,7 +181,7 @@ var scsiAddressRE = regexp.MustCompile(`^\d+:\d+:\d+:\d+$`)
 // (nvme0) is its namespaces (nvme0n1), an ATA port (ata1) the disks behind
 // it, a SCSI address (0:0:0:0) its sd disk. A block name is itself; a name
 // sysfs does not know is kept as the kernel printed it.
-func (p *errorsPart) disksOf(name string) []string {
+func (p *errorsCollector) disksOf(name string) []string {
 	if _, err := os.Stat(p.paths.Sys("class/block", name)); err == nil {
 		return []string{name}
 	}
@@ -214,7 +214,7 @@ func (p *errorsPart) disksOf(name string) []string {
 	return disks
 }
 
-func (p *errorsPart) Update(ch chan<- prometheus.Metric) error {
+func (p *errorsCollector) Update(ch chan<- prometheus.Metric) error {
 	p.updateLog(ch)
 	p.updateSCSI(ch)
 	p.updateFilesystems(ch)
@@ -225,7 +225,7 @@ func (p *errorsPart) Update(ch chan<- prometheus.Metric) error {
 	return nil
 }
 
-func (p *errorsPart) updateLog(ch chan<- prometheus.Metric) {
+func (p *errorsCollector) updateLog(ch chan<- prometheus.Metric) {
 	if p.reader == nil {
 		ch <- prometheus.MustNewConstMetric(kmsgAvailableDesc, prometheus.GaugeValue, 0)
 		ch <- prometheus.MustNewConstMetric(kmsgUnavailableDesc, prometheus.GaugeValue, 1, p.reason)
@@ -282,7 +282,7 @@ var scsiCounters = []struct {
 
 // updateSCSI exports the SCSI midlayer's per-device command counters
 // (drivers/scsi/scsi_sysfs.c: iodone_cnt, ioerr_cnt, iotmo_cnt).
-func (p *errorsPart) updateSCSI(ch chan<- prometheus.Metric) {
+func (p *errorsCollector) updateSCSI(ch chan<- prometheus.Metric) {
 	entries, _ := os.ReadDir(p.paths.Sys("block"))
 	for _, e := range entries {
 		name := e.Name()
@@ -311,7 +311,7 @@ var btrfsStats = map[string]string{
 }
 
 // updateFilesystems exports what ext4 and btrfs record of their own errors.
-func (p *errorsPart) updateFilesystems(ch chan<- prometheus.Metric) {
+func (p *errorsCollector) updateFilesystems(ch chan<- prometheus.Metric) {
 	ext4, _ := os.ReadDir(p.paths.Sys("fs/ext4"))
 	for _, e := range ext4 {
 		dir := p.paths.Sys("fs/ext4", e.Name())
@@ -368,7 +368,7 @@ func btrfsSingleDevice(base string) (name, devinfo string, ok bool) {
 // per device (a superblock's state), named by its shortest mountpoint, so
 // bind mounts add none. The mount table is this process's, as the probes
 // see their directories.
-func (p *errorsPart) updateReadonly(ch chan<- prometheus.Metric) error {
+func (p *errorsCollector) updateReadonly(ch chan<- prometheus.Metric) error {
 	mounts, err := blockdev.Mounts(p.paths.Proc())
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // BenchmarkErrorsScrapeUnderKmsgFlood (root): does reading the kernel log
@@ -27,7 +27,7 @@ import (
 // what a flood costs; BenchmarkClassify in internal/kmsg times the
 // classification of real lines on top (under a microsecond each).
 func BenchmarkErrorsScrapeUnderKmsgFlood(b *testing.B) {
-	testenv.RequireRoot(b)
+	testkit.RequireRoot(b)
 	const path = "/proc/sys/kernel/printk_devkmsg"
 	old, err := os.ReadFile(path)
 	if err != nil {
@@ -38,7 +38,7 @@ func BenchmarkErrorsScrapeUnderKmsgFlood(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = os.WriteFile(path, old, 0) })
 
-	p, stop := startErrorsPart(b)
+	p, stop := startErrorsCollector(b)
 	defer stop()
 
 	rounds, phase := 5, 10*time.Second

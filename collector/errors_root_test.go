@@ -17,12 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // scrape returns every series of p as `name{k="v",...}` → value.
-func scrape(t *testing.T, p Part) map[string]float64 {
+func scrape(t *testing.T, p Collector) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(partCollector{p})
@@ -43,14 +43,14 @@ func scrape(t *testing.T, p Part) map[string]float64 {
 	return out
 }
 
-// startErrorsPart runs the errors part on the real /dev/kmsg (root) until
+// startErrorsCollector runs the errors part on the real /dev/kmsg (root) until
 // the test ends, or until the returned stop is called.
-func startErrorsPart(t testing.TB) (*errorsPart, func()) {
+func startErrorsCollector(t testing.TB) (*errorsCollector, func()) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	p, err := newErrorsPart(Options{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})
+	testkit.RequireRoot(t)
+	p, err := newErrorsCollector(Options{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	ep := p.(*errorsPart)
+	ep := p.(*errorsCollector)
 	require.NotNil(t, ep.reader, "as root /dev/kmsg must open (reason %q)", ep.reason)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -61,7 +61,7 @@ func startErrorsPart(t testing.TB) (*errorsPart, func()) {
 }
 
 // waitSeries polls p until cond holds for its series, or fails after 20 s.
-func waitSeries(t *testing.T, p Part, what string, cond func(map[string]float64) bool, poke func()) map[string]float64 {
+func waitSeries(t *testing.T, p Collector, what string, cond func(map[string]float64) bool, poke func()) map[string]float64 {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -102,7 +102,7 @@ func TestDiskErrorsFromAFailingLoopDevice(t *testing.T) {
 	m := testfs.Start(t, t.TempDir())
 	dev := m.LoopDevice(t)
 	name := filepath.Base(dev)
-	p, _ := startErrorsPart(t)
+	p, _ := startErrorsCollector(t)
 	key := fmt.Sprintf(`diskcanary_disk_errors_total{device=%q,kind="io"}`, name)
 	require.NotContains(t, scrape(t, p), key)
 
@@ -126,11 +126,11 @@ func TestKernelLogRestartDoesNotRecount(t *testing.T) {
 	key := fmt.Sprintf(`diskcanary_disk_errors_total{device=%q,kind="io"}`, name)
 	m.Do(t, "io-error EIO")
 
-	first, stop := startErrorsPart(t)
+	first, stop := startErrorsCollector(t)
 	waitSeries(t, first, key, func(s map[string]float64) bool { return s[key] >= 1 }, func() { failDirect(t, dev) })
 	stop()
 
-	second, _ := startErrorsPart(t)
+	second, _ := startErrorsCollector(t)
 	// A marker proves the new reader has read past every older record.
 	marker := fmt.Sprintf("diskcanary restart marker %d", time.Now().UnixNano())
 	require.NoError(t, os.WriteFile("/dev/kmsg", []byte(marker+"\n"), 0))
@@ -155,13 +155,13 @@ func TestKernelLogRestartDoesNotRecount(t *testing.T) {
 // diskcanary_filesystem_readonly is 1 until the filesystem is writable
 // again — here after fsck and a fresh mount, as an operator would.
 func TestFilesystemErrorRemountsReadOnlyAndClears(t *testing.T) {
-	mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4", "-e", "remount-ro")
+	mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4", "-e", "remount-ro")
 	name := filepath.Base(dev)
 	trigger := filepath.Join("/sys/fs/ext4", name, "trigger_fs_error")
 	if _, err := os.Stat(trigger); err != nil {
 		t.Skipf("skipping: this kernel's ext4 has no %s", trigger)
 	}
-	p, _ := startErrorsPart(t)
+	p, _ := startErrorsCollector(t)
 	ro := fmt.Sprintf(`diskcanary_filesystem_readonly{device=%q,mountpoint=%q}`, name, mnt)
 	recorded := fmt.Sprintf(`diskcanary_filesystem_recorded_errors{device=%q,fstype="ext4",kind="error"}`, name)
 	s := scrape(t, p)
@@ -202,8 +202,8 @@ func TestFilesystemErrorRemountsReadOnlyAndClears(t *testing.T) {
 // A real btrfs filesystem's per-device error stats, read from sysfs: all
 // five kinds, zero on a fresh filesystem, on the device's kernel name.
 func TestBtrfsRecordedErrorsFromSysfs(t *testing.T) {
-	_, dev := testenv.LoopFSIn(t, "/dev/shm", 128<<20, "btrfs")
-	p, _ := startErrorsPart(t)
+	_, dev := testkit.LoopFSIn(t, "/dev/shm", 128<<20, "btrfs")
+	p, _ := startErrorsCollector(t)
 	s := scrape(t, p)
 	for _, kind := range []string{"write", "read", "flush", "corruption", "generation"} {
 		key := fmt.Sprintf(`diskcanary_filesystem_recorded_errors{device=%q,fstype="btrfs",kind=%q}`, filepath.Base(dev), kind)

@@ -33,9 +33,9 @@ func fakeTree(t *testing.T, files map[string]string) string {
 	return root
 }
 
-func newTestErrorsPart(t *testing.T, procfs, sysfs string) *errorsPart {
+func newTestErrorsCollector(t *testing.T, procfs, sysfs string) *errorsCollector {
 	t.Helper()
-	p := &errorsPart{paths: hostpath.Paths{ProcFS: procfs, SysFS: sysfs}, logger: slog.New(slog.DiscardHandler), counts: map[errorKey]uint64{}}
+	p := &errorsCollector{paths: hostpath.Paths{ProcFS: procfs, SysFS: sysfs}, logger: slog.New(slog.DiscardHandler), counts: map[errorKey]uint64{}}
 	var err error
 	p.deviceFilter, err = newDeviceFilter(&config.Config{})
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestErrorsFromSysfsAndMounts(t *testing.T) {
 			"46 27 8:2 / /srv ro,relatime - ext4 /dev/sda2 ro\n" +
 			"47 27 0:22 / /run rw - tmpfs tmpfs rw\n",
 	})
-	s := scrape(t, newTestErrorsPart(t, procfs, sysfs))
+	s := scrape(t, newTestErrorsCollector(t, procfs, sysfs))
 	require.Equal(t, map[string]float64{
 		`diskcanary_disk_scsi_io_errors_total{device="sda"}`:                              26,
 		`diskcanary_disk_scsi_io_timeouts_total{device="sda"}`:                            2,
@@ -95,7 +95,7 @@ func TestDiskErrorsJoinTheDisk(t *testing.T) {
 		"class/scsi_device/0:0:0:0": "->../../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/scsi_device/0:0:0:0",
 		"devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/scsi_device/0:0:0:0/device": "->../../../0:0:0:0",
 	})
-	p := newTestErrorsPart(t, fakeTree(t, map[string]string{"self/mountinfo": ""}), sysfs)
+	p := newTestErrorsCollector(t, fakeTree(t, map[string]string{"self/mountinfo": ""}), sysfs)
 	for _, line := range []string{
 		"nvme nvme0: I/O 123 QID 4 timeout, aborting",
 		"ata1: hard resetting link",
@@ -132,7 +132,7 @@ func TestDiskErrorsJoinTheDisk(t *testing.T) {
 // daemon's memory: past 4,096 device/kind pairs the rest are counted as
 // lost, not kept.
 func TestKernelLogSeriesLimit(t *testing.T) {
-	p := newTestErrorsPart(t, fakeTree(t, map[string]string{"self/mountinfo": ""}), t.TempDir())
+	p := newTestErrorsCollector(t, fakeTree(t, map[string]string{"self/mountinfo": ""}), t.TempDir())
 	for i := range 4100 {
 		p.count(kmsg.Record{Level: 3, Text: fmt.Sprintf("I/O error, dev loop%d, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2", i)}, 0)
 	}
@@ -156,7 +156,7 @@ func TestReadonlyOneSeriesPerFilesystem(t *testing.T) {
 			"46 27 8:1 /pods/x /var/lib/kubelet/pods/x/volume-subpaths/a ro,relatime - ext4 /dev/sda1 rw,emergency_ro\n" +
 			"47 27 8:1 / /mnt/a rw,relatime - ext4 /dev/sda1 rw,emergency_ro\n",
 	})
-	s := scrape(t, newTestErrorsPart(t, procfs, sysfs))
+	s := scrape(t, newTestErrorsCollector(t, procfs, sysfs))
 	require.Equal(t, 1.0, s[`diskcanary_filesystem_readonly{device="sda1",mountpoint="/mnt/a"}`])
 	n := 0
 	for k := range s {
@@ -172,7 +172,7 @@ func TestReadonlyOneSeriesPerFilesystem(t *testing.T) {
 func TestErrorsWithoutMountTable(t *testing.T) {
 	var logs strings.Builder
 	sysfs := fakeTree(t, map[string]string{"fs/ext4/sda1/errors_count": "0\n"})
-	p := newTestErrorsPart(t, t.TempDir(), sysfs)
+	p := newTestErrorsCollector(t, t.TempDir(), sysfs)
 	p.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	for range 3 {
 		s := scrape(t, p)

@@ -12,13 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pressurePart exports the kernel's pressure stall information
+// pressureCollector exports the kernel's pressure stall information
 // (/proc/pressure/{cpu,io}, Linux ≥ 4.20 with PSI on) with node_exporter's
 // names and semantics: "some" is time in which at least one task waited
 // for the resource, "full" (io only here) time in which every non-idle
 // task did. The etcd verdict reads CPU pressure to tell a CPU-starved etcd
 // member from a slow disk, and the node dashboard shows both.
-type pressurePart struct {
+type pressureCollector struct {
 	procfs string
 	logger *slog.Logger
 	warn   sync.Once
@@ -35,11 +35,11 @@ var (
 		"Whether the kernel's pressure stall information (/proc/pressure) can be read (1) or not (0: kernel without CONFIG_PSI, or booted with psi=0).", nil, nil)
 )
 
-func newPressurePart(o Options) (Part, error) {
-	return &pressurePart{procfs: o.Paths.Proc(), logger: o.Logger}, nil
+func newPressureCollector(o Options) (Collector, error) {
+	return &pressureCollector{procfs: o.Paths.Proc(), logger: o.Logger}, nil
 }
 
-func (p *pressurePart) Update(ch chan<- prometheus.Metric) error {
+func (p *pressureCollector) Update(ch chan<- prometheus.Metric) error {
 	fsys, err := procfs.NewFS(p.procfs)
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 // The files are this project's VM's /proc/pressure/{cpu,io} (kernel 6.18),
 // copied as they were.
 func TestPressureFromProc(t *testing.T) {
-	p, err := newPressurePart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: "testdata/pressure/proc"}, Logger: slog.New(slog.DiscardHandler)})
+	p, err := newPressureCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: "testdata/pressure/proc"}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.Equal(t, map[string]float64{
 		"diskcanary_pressure_available{}":                 1,
@@ -32,7 +32,7 @@ func TestPressureMissingIsAMetricAndOneLogLine(t *testing.T) {
 	proc := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "stat"), []byte("cpu 1 2 3 4\n"), 0o644))
 	var log bytes.Buffer
-	p, err := newPressurePart(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	p, err := newPressureCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	require.NoError(t, err)
 	want := map[string]float64{"diskcanary_pressure_available{}": 0}
 	require.Equal(t, want, scrape(t, p))

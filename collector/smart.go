@@ -12,10 +12,10 @@ import (
 	"github.com/diskcanary/diskcanary/internal/smart"
 )
 
-// smartPart exposes SMART health. smartctl runs in Run on the runner's own
+// smartCollector exposes SMART health. smartctl runs in Run on the runner's own
 // schedule; Update only turns the runner's last results into const metrics,
 // so a hung disk can never hold up a scrape.
-type smartPart struct {
+type smartCollector struct {
 	runner *smart.Runner
 
 	mu sync.Mutex
@@ -30,13 +30,13 @@ type smartCached struct {
 	metrics []prometheus.Metric
 }
 
-func newSmartPart(o Options) (Part, error) {
+func newSmartCollector(o Options) (Collector, error) {
 	c := o.Config.Smart
 	devices := make([]smart.Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
 		devices = append(devices, smart.Device{Name: d.Name, Type: d.Type})
 	}
-	return &smartPart{cache: map[string]smartCached{}, runner: smart.NewRunner(smart.RunnerConfig{
+	return &smartCollector{cache: map[string]smartCached{}, runner: smart.NewRunner(smart.RunnerConfig{
 		Smartctl:       c.Smartctl,
 		Interval:       c.Interval,
 		Timeout:        c.Timeout,
@@ -71,16 +71,16 @@ func selfTestConfig(c *config.SelfTests) smart.SelfTestConfig {
 	return out
 }
 
-func (p *smartPart) Run(ctx context.Context) { p.runner.Run(ctx) }
+func (p *smartCollector) Run(ctx context.Context) { p.runner.Run(ctx) }
 
-func (p *smartPart) Update(ch chan<- prometheus.Metric) error {
+func (p *smartCollector) Update(ch chan<- prometheus.Metric) error {
 	p.emit(ch, p.runner.Status())
 	return nil
 }
 
 // emit sends the series of a runner status, rebuilding a device's only
 // when its state changed since the last scrape.
-func (p *smartPart) emit(ch chan<- prometheus.Metric, s smart.Status) {
+func (p *smartCollector) emit(ch chan<- prometheus.Metric, s smart.Status) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	emitSmartRunner(ch, s)

@@ -24,7 +24,7 @@ import (
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/smart"
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // smartStatusCollector exposes a fixed runner status through the part's own
@@ -33,7 +33,7 @@ type smartStatusCollector struct{ s smart.Status }
 
 func (c smartStatusCollector) Describe(chan<- *prometheus.Desc) {}
 func (c smartStatusCollector) Collect(ch chan<- prometheus.Metric) {
-	(&smartPart{cache: map[string]smartCached{}}).emit(ch, c.s)
+	(&smartCollector{cache: map[string]smartCached{}}).emit(ch, c.s)
 }
 
 func smartStateFromFixture(t testing.TB, name string) smart.DeviceState {
@@ -263,7 +263,7 @@ func smartTestConfig(bin string) *config.Config {
 	}}
 }
 
-func TestSmartPartSmartctlMissing(t *testing.T) {
+func TestSmartCollectorSmartctlMissing(t *testing.T) {
 	cfg := smartTestConfig(filepath.Join(t.TempDir(), "no-smartctl"))
 	c, err := New(Options{Config: cfg, Logger: smartDiscardLogger()}, map[string]bool{"smart": true, "probes": false, "diskstats": false, "blocklatency": false, "errors": false, "pressure": false})
 	require.NoError(t, err)
@@ -287,8 +287,8 @@ diskcanary_collector_success{collector="smart"} 1
 // killed at its timeout and the device quarantined, and every other disk
 // must keep updating.
 func TestSmart24DevicesOneHanging(t *testing.T) {
-	testenv.E2E(t)
-	testenv.SkipUnderRace(t)
+	testkit.E2E(t)
+	testkit.SkipUnderRace(t)
 	fixtures := []string{
 		"sat-hdd-reallocated-304-smartctl-exporter.json",
 		"nvme-pct-used-51-spare-93-smartctl-exporter.json",
@@ -463,7 +463,7 @@ func BenchmarkSmartScrape24(b *testing.B) {
 	if err != nil || len(st.Devices) != 24 {
 		b.Fatalf("collect: %v, %d devices", err, len(st.Devices))
 	}
-	p := &smartPart{runner: r, cache: map[string]smartCached{}}
+	p := &smartCollector{runner: r, cache: map[string]smartCached{}}
 	ch := make(chan prometheus.Metric, 4096)
 	series := 0
 	b.ReportAllocs()
@@ -482,6 +482,7 @@ func BenchmarkSmartScrape24(b *testing.B) {
 // TestSmartMetricsLint runs `promtool check metrics` (naming, units,
 // _total on counters, _info) over the series of every protocol.
 func TestSmartMetricsLint(t *testing.T) {
+	testkit.E2E(t) // an installed promtool: the end-to-end set, so the fast set is the same everywhere
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not installed")

@@ -22,7 +22,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // repoRoot is where go test runs this package from, one level down.
@@ -212,7 +212,7 @@ func (f *fakeT) FailNow()              { f.failed = true; panic(f) }
 // does, and checks the binary is static and reports the stamped version both
 // in `diskcanary version` and in diskcanary_build_info.
 func TestBuildStampsVersion(t *testing.T) {
-	testenv.E2E(t)
+	testkit.E2E(t)
 	bin := filepath.Join(t.TempDir(), "diskcanary")
 	build := exec.Command("./deploy/build.sh", bin)
 	build.Dir = repoRoot
@@ -238,7 +238,7 @@ func TestBuildStampsVersion(t *testing.T) {
 	require.Contains(t, string(out), "build user:       builder@ci")
 	require.Contains(t, string(out), "build date:       20261123-11:22:33")
 
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	serve := exec.Command(bin, "serve", "--web.listen-address", addr, "--no-collector.probes", "--no-collector.smart")
 	var logs bytes.Buffer
 	serve.Stdout, serve.Stderr = &logs, &logs

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 // operatorAPI is the API group/version the Prometheus Operator's CRDs

@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 var chartDir = filepath.Join(repoRoot, "deploy/helm/diskcanary")
@@ -200,7 +200,7 @@ func TestHelmDefaultsAreTheKustomizeBase(t *testing.T) {
 }
 
 // TestHelmRulesAndDashboardsAreTheGenerators: the PrometheusRule and the
-// dashboards ConfigMap hold exactly what internal/rulegen generates now
+// dashboards ConfigMap hold exactly what tools/rulegen generates now
 // (not what is committed), so a stale files/ copy fails here too.
 func TestHelmRulesAndDashboardsAreTheGenerators(t *testing.T) {
 	files, err := rulegen.Files(rulegen.Defaults())
@@ -431,7 +431,7 @@ func TestHelmValuesAreValidated(t *testing.T) {
 // with the kustomize test): defaults, and SMART with two probe directories
 // and an extra flag.
 func TestHelmDaemonSetArgsAreAccepted(t *testing.T) {
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	for values, want := range map[string]string{
 		"": "config OK: 2 probe(s)",
 		`

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // imageVersion is the tag the end-to-end test builds, so it never replaces
@@ -61,7 +61,7 @@ var runArgs = []string{"run", "--rm", "--ulimit", "nofile=1024:1024", "--ulimit"
 // runs `smart` in it: on a saved smartctl report, and live, where the
 // container sees no disk.
 func TestImageEndToEnd(t *testing.T) {
-	testenv.E2E(t)
+	testkit.E2E(t)
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: needs root (rootful podman: published ports, the host's container storage); CI runs as root")
 	}
@@ -106,8 +106,8 @@ func TestImageEndToEnd(t *testing.T) {
 	t.Logf("image size: %.1f MB", float64(inspect[0].Size)/1e6)
 
 	t.Run("serve", func(t *testing.T) {
-		addr := testenv.FreeAddr(t)
-		p := testenv.StartCmd(t, podman(append(runArgs, "--publish", addr+":"+metricsPort, image)...))
+		addr := testkit.FreeAddr(t)
+		p := testkit.StartCmd(t, podman(append(runArgs, "--publish", addr+":"+metricsPort, image)...))
 		// The first WAL cycle done: the default probe directory, under the
 		// image's /var/tmp, is there and writable by the image's user.
 		body := scrapeUntil(t, p, "http://"+addr+"/metrics", `diskcanary_probe_last_run_timestamp_seconds{probe="wal"}`, 90*time.Second)
@@ -185,7 +185,7 @@ func runImage(t *testing.T, args []string) (stdout, stderr string, code int) {
 
 // scrapeUntil GETs url until the body holds want: podman's port is open
 // before diskcanary listens behind it.
-func scrapeUntil(t *testing.T, p *testenv.Process, url, want string, timeout time.Duration) string {
+func scrapeUntil(t *testing.T, p *testkit.Process, url, want string, timeout time.Duration) string {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
 	body := ""

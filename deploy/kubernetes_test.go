@@ -19,8 +19,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 var (
@@ -525,7 +525,7 @@ func checkSmartDaemonSet(t *testing.T, base, ds *appsv1.DaemonSet) {
 // both modes: a renamed flag or a refused probe directory fails here, not
 // on a thousand nodes.
 func TestDaemonSetArgsAreAccepted(t *testing.T) {
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	m := loadBase(t)
 	check := func(ds *appsv1.DaemonSet) {
 		require.Contains(t, checkDaemonSetArgs(t, bin, ds), "config OK: 2 probe(s)")

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 var unitFile = filepath.Join(repoRoot, "deploy/systemd/diskcanary.service")
@@ -115,7 +115,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	if err != nil {
 		t.Skip("systemd-analyze not installed")
 	}
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	data, err := os.ReadFile(unitFile)
 	require.NoError(t, err)
 	require.Contains(t, string(data), "ExecStart=/usr/local/bin/diskcanary ")
@@ -210,7 +210,7 @@ func syscallFilter(t *testing.T, analyze string, lines []string) map[string]bool
 // Not reproduced: DeviceAllow (the eBPF device filter), the other Protect*
 // namespaces, MemoryMax.
 func TestSystemdClosestRun(t *testing.T) {
-	testenv.RequireRoot(t) // the mount namespace, setpriv
+	testkit.RequireRoot(t) // the mount namespace, setpriv
 	tools := map[string]string{}
 	for _, tool := range []string{"unshare", "setpriv", "mount", "systemd-analyze", "strace", "smartctl"} {
 		p, err := exec.LookPath(tool)
@@ -219,7 +219,7 @@ func TestSystemdClosestRun(t *testing.T) {
 		}
 		tools[tool] = p
 	}
-	bin := testenv.Binary(t)
+	bin := testkit.Binary(t)
 	data, err := os.ReadFile(unitFile)
 	require.NoError(t, err)
 	u := parseUnit(t, data)
@@ -257,7 +257,7 @@ func TestSystemdClosestRun(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	args = append(args, "--config.file="+cfg, "--web.listen-address="+addr)
 
 	caps := []string{}

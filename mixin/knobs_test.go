@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 // TestMixinConfigDefaultsAreTheGenerators: _config's grafanaURL,

@@ -20,8 +20,8 @@
 // labels, cohorts, the dashboards' threshold lines) is a flag of the
 // generator, where the promtool unit tests pin it:
 //
-//   go run ./tools/rulegen -help
-//   go run ./tools/rulegen -out . -fdatasync.slow 25ms   # rewrites generated/ too
+//   go run -C tools/rulegen ./cmd/rulegen -help
+//   go run -C tools/rulegen ./cmd/rulegen -fdatasync.slow 25ms   # rewrites generated/ too
 local generatedDashboards = import 'generated/dashboards.libsonnet';
 local generatedRules = import 'generated/diskcanary-rules.json';
 

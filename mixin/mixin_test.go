@@ -1,6 +1,6 @@
 // Package mixin_test evaluates mixin.libsonnet with go-jsonnet, the
 // evaluator jsonnet-bundler users and kube-prometheus run, against what
-// internal/rulegen generates now.
+// tools/rulegen generates now.
 package mixin_test
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/diskcanary/diskcanary/internal/rulegen"
+	"github.com/diskcanary/diskcanary/tools/rulegen"
 )
 
 // mixinOutput is what a kube-prometheus set-up reads from a mixin.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // readyProbe opens and lays out a probe on a temp dir exactly as the
@@ -48,8 +48,8 @@ func daemonRunner(p *probe) *runner { return &runner{rec: p, fl: p.fl, stop: &p.
 // the probe's: the measurement runs in a process of its own, where the
 // only goroutines are this test's.
 func TestProbeOpsDoNotAllocate(t *testing.T) {
-	if !testenv.InChild(t) {
-		out, err := testenv.Reexec(t, t.Name()).CombinedOutput()
+	if !testkit.InChild(t) {
+		out, err := testkit.Reexec(t, t.Name()).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "--- PASS: "+t.Name())
 		return

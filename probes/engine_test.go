@@ -15,9 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/diskcanary/diskcanary/internal/buckets"
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // engineCollector adapts an Engine to prometheus.Collector for tests.
@@ -109,7 +110,7 @@ func TestWALProbeAppendLayout(t *testing.T) {
 	n := h.GetHistogram().GetSampleCount()
 	require.GreaterOrEqual(t, n, uint64(3*19))
 	require.Zero(t, n%19, "19 timed fdatasyncs per burst of ops=20: the first primes (shutdown stops between bursts here)")
-	require.Len(t, h.GetHistogram().GetBucket(), len(LatencyBuckets), "exactly the classic buckets")
+	require.Len(t, h.GetHistogram().GetBucket(), len(buckets.Latency), "exactly the classic buckets")
 	w, _ := value(mf["diskcanary_write_duration_seconds"], map[string]string{"probe": "wal"})
 	require.Equal(t, n, w.GetHistogram().GetSampleCount(), "one write timed per fdatasync")
 	// Bursts append at 0, 46,000, 92,000 …: 20 sequential 2300-byte writes
@@ -248,7 +249,7 @@ func TestReadsetRejectsSparseAndForeignFiles(t *testing.T) {
 // A second daemon (another process) is refused the probe directory; the
 // probes of one daemon share it.
 func TestProbeDirLockedAgainstSecondDaemon(t *testing.T) {
-	if testenv.InChild(t) {
+	if testkit.InChild(t) {
 		_, err := openProbeDir(os.Getenv("DISKCANARY_LOCK_DIR"))
 		require.ErrorIs(t, err, errLocked)
 		t.Log(err)
@@ -261,7 +262,7 @@ func TestProbeDirLockedAgainstSecondDaemon(t *testing.T) {
 	b, err := openProbeDir(dir) // same process: probes of one daemon share it
 	require.NoError(t, err)
 	b.close()
-	out, err := testenv.Reexec(t, t.Name(), "DISKCANARY_LOCK_DIR="+dir).CombinedOutput()
+	out, err := testkit.Reexec(t, t.Name(), "DISKCANARY_LOCK_DIR="+dir).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "locked by another diskcanary")
 }

@@ -9,16 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // A WAL probe told which etcd data directory it stands in for names the
 // device under that directory: the same as its own beside etcd, another
 // when the canary sits on another disk, none when it cannot be resolved.
 func TestWALProbeNamesTheDeviceUnderEtcdsDataDir(t *testing.T) {
-	testenv.RequireRoot(t)
-	mntA, devA := testenv.LoopFS(t, 64<<20, "ext4")
-	mntB, devB := testenv.LoopFS(t, 64<<20, "ext4")
+	testkit.RequireRoot(t)
+	mntA, devA := testkit.LoopFS(t, 64<<20, "ext4")
+	mntB, devB := testkit.LoopFS(t, 64<<20, "ext4")
 	require.NoError(t, os.Mkdir(filepath.Join(mntA, "etcd"), 0o700))
 	probe := func(name, etcdDir string) config.Probe {
 		return config.Probe{Name: name, Kind: config.KindWAL, Dir: filepath.Join(mntA, name),

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 func mount(t *testing.T, args ...string) {
@@ -26,7 +26,7 @@ func mount(t *testing.T, args ...string) {
 }
 
 func TestTmpfsIsNamedAndItsFlushFlagged(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	dir := t.TempDir()
 	// mode=0700: a probe directory others can write to is refused.
 	mount(t, "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", dir)
@@ -62,7 +62,7 @@ func TestRealDiskFlushIsNotFlagged(t *testing.T) {
 }
 
 func TestReadOnlyFilesystem(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	src, dir := t.TempDir(), t.TempDir()
 	mount(t, "--bind", src, dir)
 	mount(t, "-o", "remount,ro,bind", dir)
@@ -80,7 +80,7 @@ func TestReadOnlyFilesystem(t *testing.T) {
 // Permission denied is tested as a real unprivileged user (nobody): the
 // test re-runs itself as uid 65534 and probes a root-only directory.
 func TestPermissionDeniedAsNonRoot(t *testing.T) {
-	if testenv.InChild(t) {
+	if testkit.InChild(t) {
 		require.NotZero(t, os.Geteuid(), "must run unprivileged")
 		_, gather, stop := startEngine(t, config.Probe{Name: "wal", Kind: config.KindWAL, Dir: filepath.Join(os.Getenv("DISKCANARY_PERM_DIR"), "canary"),
 			Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1})
@@ -92,14 +92,14 @@ func TestPermissionDeniedAsNonRoot(t *testing.T) {
 		t.Log("reason=permission uid=" + strconv.Itoa(os.Geteuid()))
 		return
 	}
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	base, err := os.MkdirTemp("", "diskcanary-perm")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
 	require.NoError(t, os.Chmod(base, 0o755))
 	dir := filepath.Join(base, "rootonly")
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	cmd := testenv.Reexec(t, t.Name(), "DISKCANARY_PERM_DIR="+dir)
+	cmd := testkit.Reexec(t, t.Name(), "DISKCANARY_PERM_DIR="+dir)
 	cmd.Dir = base
 	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534}
 	out, err := cmd.CombinedOutput()
@@ -109,7 +109,7 @@ func TestPermissionDeniedAsNonRoot(t *testing.T) {
 
 // The read probe on a block device opens it read-only and never writes.
 func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	img := filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestRandReadOnBlockDeviceIsReadOnly(t *testing.T) {
 		require.NoError(t, err)
 	}
 	f.Close()
-	dev := testenv.LoopDevice(t, img)
+	dev := testkit.LoopDevice(t, img)
 	_, gather, stop := startEngine(t, config.Probe{Name: "raw", Kind: config.KindRandRead, Device: dev,
 		Interval: 20 * time.Millisecond, Ops: 50})
 	require.Eventually(t, func() bool {
@@ -177,7 +177,7 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 		{"blocks", "low_space", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mnt, _ := testenv.LoopFS(t, 32<<20, "ext4", "-m", "0", "-N", "64")
+			mnt, _ := testkit.LoopFS(t, 32<<20, "ext4", "-m", "0", "-N", "64")
 			dir := filepath.Join(mnt, "canary")
 			require.NoError(t, os.Mkdir(dir, 0o700))
 			fill(t, mnt, tc.inodes)
@@ -205,7 +205,7 @@ func TestENOSPCOnSmallLoopFilesystem(t *testing.T) {
 
 // overlayfs (a container's root filesystem) is named, not trusted.
 func TestOverlayfsIsNamed(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	base := t.TempDir()
 	for _, d := range []string{"lower", "upper", "work", "merged"} {
 		require.NoError(t, os.Mkdir(filepath.Join(base, d), 0o755))

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // walOn is a fast WAL probe for fault tests.

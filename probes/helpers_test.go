@@ -8,14 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // benchDir lets bench scripts point benchmarks at a filesystem of their
 // choice (tmpfs for per-op overhead).
 func benchDir() string { return os.Getenv("DISKCANARY_BENCH_DIR") }
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // threads is the process's OS thread count.
 func threads(t *testing.T) int {

@@ -8,15 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // The daemon follows a loop device to its backing file's filesystem: a
 // probe on ext4 whose loop file is in tmpfs is flagged tmpfs (and logged
 // with the chain), one whose loop file is on a disk's filesystem is not.
 func TestLoopBackedByTmpfsIsFlagged(t *testing.T) {
-	shm, dev := testenv.LoopFSIn(t, "/dev/shm", 32<<20, "ext4")
-	disk, _ := testenv.LoopFS(t, 32<<20, "ext4")
+	shm, dev := testkit.LoopFSIn(t, "/dev/shm", 32<<20, "ext4")
+	disk, _ := testkit.LoopFS(t, 32<<20, "ext4")
 	log := &logBuffer{}
 	gather := startEngineLogged(t, log,
 		config.Probe{Name: "shm", Kind: config.KindWAL, Dir: filepath.Join(shm, "canary"), Interval: 20 * time.Millisecond, Ops: 5, MinFree: 1, SegmentSize: 1 << 20},

@@ -4,17 +4,9 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// LatencyBuckets are the classic buckets of every probe histogram. Every
-// alert threshold (10 ms etcd guidance, 0.5 s / 1 s etcd-mixin) is an edge,
-// so histogram_quantile never interpolates across a threshold
-// (internal/rulegen's TestQuantileThresholdsAreBucketEdges).
-var LatencyBuckets = []float64{
-	50e-6, 100e-6, 250e-6, 500e-6,
-	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
-	0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-}
+	"github.com/diskcanary/diskcanary/internal/buckets"
+)
 
 // Metrics are the probe series. They are stateful: probe goroutines observe
 // into them and a scrape only reads them (lock-free for histograms).
@@ -40,7 +32,7 @@ func latencyHistogram(name, help string) *prometheus.HistogramVec {
 		Namespace:                       "diskcanary",
 		Name:                            name,
 		Help:                            help,
-		Buckets:                         LatencyBuckets,
+		Buckets:                         buckets.Latency,
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: 0,

@@ -1,16 +1,8 @@
-// Package probes owns diskcanary's canary probes: the etcd-WAL write probe
-// (sequential small writes, fdatasync after each, the fdatasync timed on its
-// own) and the 4 KiB O_DIRECT random-read probe over a pre-written working
-// set or a read-only block device. It runs them on their own schedule, one
-// op in flight per target, under a write budget, and keeps the results in
-// Prometheus metrics that a scrape only reads.
-//
-// The same timed loops back `diskcanary check`, so the daemon and the CLI
-// measure exactly the same way.
 package probes
 
+// The op loops: the timed WAL and read bursts that the daemon and check share.
+
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"sync/atomic"
@@ -25,22 +17,6 @@ var (
 	pageSize  = int64(unix.Getpagesize())
 	pageShift = uint(bits.TrailingZeros64(uint64(pageSize)))
 )
-
-// walRecorder receives one WAL op's timings. Implementations must not allocate.
-type walRecorder interface {
-	recordWAL(write, fdatasync time.Duration)
-}
-
-// readRecorder receives one read's latency. Implementations must not allocate.
-type readRecorder interface {
-	recordRead(d time.Duration)
-}
-
-// recorder takes both kinds' ops: the daemon's histograms, check's samples.
-type recorder interface {
-	walRecorder
-	readRecorder
-}
 
 // runner is how a burst runs: where its ops go, the target's in-flight
 // mark (for the stall watchdog), the flag that stops it between ops, and
@@ -90,84 +66,6 @@ func (f *inflight) age() time.Duration {
 	return time.Duration(nanotime() - s)
 }
 
-// opError is a failed syscall with the stage it failed in; reason() gives a
-// bounded label value for diskcanary_probe_failures_total.
-type opError struct {
-	stage string // open, fallocate, write, fdatasync, read, ...
-	path  string
-	err   error
-}
-
-func (e *opError) Error() string { return fmt.Sprintf("%s %s: %v", e.stage, e.path, e.err) }
-func (e *opError) Unwrap() error { return e.err }
-
-// Failure reasons: a small closed set, so the label stays bounded.
-const (
-	reasonMissing     = "missing"
-	reasonPermission  = "permission"
-	reasonReadOnly    = "read_only"
-	reasonNoSpace     = "no_space"
-	reasonLowSpace    = "low_space"
-	reasonIOError     = "io_error"
-	reasonNoODirect   = "odirect_unsupported"
-	reasonBudget      = "budget_exhausted"
-	reasonLocked      = "locked"
-	reasonUnsafe      = "unsafe_path"
-	reasonShortIO     = "short_io"
-	reasonOther       = "other"
-	reasonInterrupted = "interrupted"
-)
-
-// failureReasons is every reason reasonOf returns: the engine exports each
-// at 0 for every probe from the start, so a dashboard shows 0 rather than
-// "No data" before the first failure, and the metric's help lists them.
-var failureReasons = []string{
-	reasonMissing, reasonPermission, reasonReadOnly, reasonNoSpace, reasonLowSpace, reasonIOError,
-	reasonNoODirect, reasonBudget, reasonLocked, reasonUnsafe, reasonShortIO, reasonInterrupted, reasonOther,
-}
-
-var (
-	errLowSpace    = errors.New("free space would drop below the floor (min_free)")
-	errBudget      = errors.New("daily write budget exhausted (daily_write_budget)")
-	errShortIO     = errors.New("short read or write")
-	errInterrupted = errors.New("interrupted by shutdown")
-)
-
-// reasonOf maps an error to its failure reason.
-func reasonOf(err error) string {
-	var errno unix.Errno
-	switch {
-	case errors.Is(err, errLowSpace):
-		return reasonLowSpace
-	case errors.Is(err, errBudget):
-		return reasonBudget
-	case errors.Is(err, errShortIO):
-		return reasonShortIO
-	case errors.Is(err, errInterrupted):
-		return reasonInterrupted
-	case errors.Is(err, errUnsafe):
-		return reasonUnsafe
-	case errors.Is(err, errLocked):
-		return reasonLocked
-	case errors.Is(err, errNoODirect):
-		return reasonNoODirect
-	case errors.As(err, &errno):
-		switch errno {
-		case unix.ENOENT, unix.ENOTDIR:
-			return reasonMissing
-		case unix.EACCES, unix.EPERM:
-			return reasonPermission
-		case unix.EROFS:
-			return reasonReadOnly
-		case unix.ENOSPC, unix.EDQUOT:
-			return reasonNoSpace
-		case unix.EIO:
-			return reasonIOError
-		}
-	}
-	return reasonOther
-}
-
 // pagesDirtied is how many bytes of page cache a write of n bytes at off
 // dirties, given every page was cleaned by the previous fdatasync. It is
 // what the kernel adds to the process's write_bytes.
@@ -204,11 +102,6 @@ func runWAL(fd int, buf []byte, off int64, n int, gap time.Duration, rec walReco
 	}
 	return off, dirtied, nil
 }
-
-// unrecorded takes ops that are run but not measured.
-type unrecorded struct{}
-
-func (unrecorded) recordWAL(_, _ time.Duration) {}
 
 // readWindow is how many reads go through syscall state in one pass
 // (timedPreads): the default burst of 100 in one.

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -128,22 +127,6 @@ func (r *readProbe) close() {
 	r.fd = -1
 	freeBuffer(r.buf)
 	r.buf = nil
-}
-
-// openBlockDev opens a block device read-only with O_DIRECT (files.go's
-// openBlockDevice: never anything but a block device, never blocking) and
-// returns its size and logical block size. It is never opened for writing.
-func openBlockDev(path string) (fd int, st unix.Stat_t, size uint64, lbs int, err error) {
-	fd, st, err = openBlockDevice(path)
-	if err != nil {
-		return -1, st, 0, 0, err
-	}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
-		unix.Close(fd)
-		return -1, st, 0, 0, &opError{"ioctl BLKGETSIZE64", path, e}
-	}
-	lbs, _ = unix.IoctlGetInt(fd, unix.BLKSSZGET)
-	return fd, st, size, lbs, nil
 }
 
 // secondsDecimals gives a duration enough decimals to read as more than 0

@@ -17,7 +17,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // logBuffer is a log destination tests read while the engine writes.
@@ -90,7 +90,7 @@ func failures(mf map[string][]*dto.Metric, probe, reason string) float64 {
 // it could not unlink is not "a symlink or special file in the way"); the
 // failed removal is logged, and the failure once, not every cycle.
 func TestKernelReadOnlyFilesystemIsReadOnly(t *testing.T) {
-	mnt, dev := testenv.LoopFS(t, 64<<20, "ext4", "-e", "remount-ro")
+	mnt, dev := testkit.LoopFS(t, 64<<20, "ext4", "-e", "remount-ro")
 	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
 	if _, err := os.Stat(trigger); err != nil {
 		t.Skipf("skipping: this kernel's ext4 has no %s", trigger)

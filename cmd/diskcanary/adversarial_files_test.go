@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // Hostile input never wins: a local user who can plant files, links or a
@@ -24,12 +24,12 @@ import (
 
 // serveConfig starts the daemon on cfg (a probes: section) and returns a
 // function that reads /metrics.
-func serveConfig(t *testing.T, probesYAML string) (*testenv.Process, func() string) {
+func serveConfig(t *testing.T, probesYAML string) (*testkit.Process, func() string) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte(probesYAML+"smart:\n  enabled: false\n"), 0o600))
-	addr := testenv.FreeAddr(t)
-	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr))
+	addr := testkit.FreeAddr(t)
+	daemon := testkit.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr))
 	daemon.WaitListening(t, addr, 10*time.Second)
 	return daemon, func() string {
 		code, body, err := get("http://" + addr + "/metrics")
@@ -92,7 +92,7 @@ func TestAdversarialSymlinkedEtcdMemberDirRefused(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.ErrorContains(t, err, want)
 
-	out, code := runRefused(t, "serve", "--probe.dir", dir, "--web.listen-address", testenv.FreeAddr(t))
+	out, code := runRefused(t, "serve", "--probe.dir", dir, "--web.listen-address", testkit.FreeAddr(t))
 	require.Equal(t, 1, code, "the daemon refuses to start")
 	require.Contains(t, out, want)
 	entries, err := os.ReadDir(filepath.Join(etcd, "member", "wal"))
@@ -183,7 +183,7 @@ func TestAdversarialHardLinkedOverwriteFileUntouched(t *testing.T) {
 // /var/tmp/diskcanary sits in a world-writable directory): refused with
 // the reason, nothing written in it.
 func TestAdversarialProbeDirOwnedByAnotherUserRefused(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	dir := filepath.Join(t.TempDir(), "diskcanary")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, os.Chown(dir, 65534, 65534))
@@ -206,7 +206,7 @@ func TestAdversarialProbeDirOwnedByAnotherUserRefused(t *testing.T) {
 // directory under the bare mountpoint, on the root disk, and report that
 // disk as healthy.
 func TestAdversarialLazyUnmountNotProbedElsewhere(t *testing.T) {
-	mnt, _ := testenv.LoopFS(t, 32<<20, "ext4")
+	mnt, _ := testkit.LoopFS(t, 32<<20, "ext4")
 	// A second mount of the same filesystem, to reach it after umount -l.
 	other := t.TempDir()
 	if out, err := exec.Command("mount", "--bind", mnt, other).CombinedOutput(); err != nil {

@@ -18,21 +18,21 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // Attacks that held before the adversarial review, kept as tests so they
 // keep holding (docs/adversarial.md).
 
 // serveYAML runs `diskcanary serve` with cfg and waits for it to listen.
-func serveYAML(t *testing.T, cfg string, extra ...string) (*testenv.Process, string) {
+func serveYAML(t *testing.T, cfg string, extra ...string) (*testkit.Process, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "diskcanary.yml")
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	args := append([]string{"serve", "--config.file", path, "--web.listen-address", addr}, extra...)
-	p := testenv.StartCmd(t, diskcanaryCmd(t, nil, args...))
+	p := testkit.StartCmd(t, diskcanaryCmd(t, nil, args...))
 	p.WaitListening(t, addr, 20*time.Second)
 	return p, addr
 }
@@ -90,7 +90,7 @@ func TestAdversarialYAMLBomb(t *testing.T) {
 	b.WriteString("probes:\n  targets: *i\n")
 	path := filepath.Join(t.TempDir(), "bomb.yml")
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
-	for _, args := range [][]string{{"serve", "--config.check", "--config.file", path}, {"serve", "--config.file", path, "--web.listen-address", testenv.FreeAddr(t)}} {
+	for _, args := range [][]string{{"serve", "--config.check", "--config.file", path}, {"serve", "--config.file", path, "--web.listen-address", testkit.FreeAddr(t)}} {
 		cmd := diskcanaryCmd(t, nil, args...)
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
@@ -174,7 +174,7 @@ smart: {enabled: false}
 // its probe directory's lock outlive the hung I/O, and they do; once the
 // disk answers it exits 0 and the lock is free.
 func TestAdversarialShutdownWhileHung(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	m := testfs.Start(t, "")
 	dir := filepath.Join(m.Dir, "canary")
 	p, addr := serveYAML(t, fmt.Sprintf(`probes:

@@ -24,15 +24,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // startServe runs `diskcanary serve args...` on a free localhost port and
 // returns the process (for its PID and log) and the address.
-func startServe(t *testing.T, args ...string) (*testenv.Process, string) {
+func startServe(t *testing.T, args ...string) (*testkit.Process, string) {
 	t.Helper()
-	addr := testenv.FreeAddr(t)
-	p := testenv.StartCmd(t, diskcanaryCmd(t, nil, append([]string{"serve", "--web.listen-address", addr}, args...)...))
+	addr := testkit.FreeAddr(t)
+	p := testkit.StartCmd(t, diskcanaryCmd(t, nil, append([]string{"serve", "--web.listen-address", addr}, args...)...))
 	p.WaitListening(t, addr, 20*time.Second)
 	return p, addr
 }
@@ -172,7 +172,7 @@ func TestAdversarialIdleConnectionFlood(t *testing.T) {
 	mu.Unlock()
 	t.Logf("%d connections opened; scrape p50 %v p99 %v max %v; daemon open files peak %d",
 		opened, took[tries/2-1], p99, took[tries-1], peak)
-	if !testenv.Race { // the detector's slowdown makes a latency bound meaningless; the fd bound holds
+	if !testkit.Race { // the detector's slowdown makes a latency bound meaningless; the fd bound holds
 		require.Less(t, p99, 100*time.Millisecond, "authenticated scrape p99 under an idle flood")
 	}
 	require.LessOrEqual(t, peak, 512+64, "documented bound: --web.max-connections + 64")
@@ -204,7 +204,7 @@ func synthProcfs(t *testing.T, n int) (proc, sys string) {
 // slots, not the default 100: 100 concurrent gathers of 3,000 disks take
 // 15 s of CPU, and the slot arithmetic is the same.
 func TestAdversarialNeverReadingClients(t *testing.T) {
-	testenv.SkipUnderRace(t) // 10 concurrent 3,000-disk gathers take far longer than the timeouts under the detector
+	testkit.SkipUnderRace(t) // 10 concurrent 3,000-disk gathers take far longer than the timeouts under the detector
 	const slots = 10
 	proc, sys := synthProcfs(t, 3000)
 	daemon, addr := startServe(t, "--path.procfs", proc, "--path.sysfs", sys, "--web.write-timeout", "4s",
@@ -387,7 +387,7 @@ func TestAdversarialNeverReadingUnauthenticatedClients(t *testing.T) {
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	p99 := took[tries*99/100-1]
 	t.Logf("authenticated scrape p50 %v p99 %v beside 120 never-reading unauthenticated clients", took[tries/2-1], p99)
-	if !testenv.Race {
+	if !testkit.Race {
 		require.Less(t, p99, 100*time.Millisecond)
 	}
 }

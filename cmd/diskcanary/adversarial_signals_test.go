@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // walProbeConfig writes a config with one WAL probe on dir, a burst every
@@ -79,8 +79,8 @@ func waitExit(t *testing.T, done <-chan struct{}, state func() *os.ProcessState,
 // the daemon mid-burst and leave the WAL file behind.
 func TestAdversarialSIGHUPDoesNotKill(t *testing.T) {
 	dir := t.TempDir()
-	addr := testenv.FreeAddr(t)
-	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", walProbeConfig(t, dir), "--web.listen-address", addr))
+	addr := testkit.FreeAddr(t)
+	daemon := testkit.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", walProbeConfig(t, dir), "--web.listen-address", addr))
 	require.Eventually(t, func() bool { return walRuns(addr) > 0 }, 20*time.Second, 50*time.Millisecond, "wal probe results on /metrics")
 
 	for i := 0; i < 3; i++ {
@@ -109,7 +109,7 @@ func TestAdversarialSIGHUPDoesNotKill(t *testing.T) {
 // cleanly without a WAL file left behind.
 func TestAdversarialClosedLogPipe(t *testing.T) {
 	dir := t.TempDir()
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", walProbeConfig(t, dir), "--web.listen-address", addr)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // startWithFakeSmartctl runs the daemon with SMART only, reading each of
@@ -21,7 +21,7 @@ import (
 // config allows, through the shell script given as smartctl (first on
 // PATH, as an installed smartctl would be). Each device's first run comes
 // within a tenth of the interval.
-func startWithFakeSmartctl(t *testing.T, script string, devices ...string) (*testenv.Process, string) {
+func startWithFakeSmartctl(t *testing.T, script string, devices ...string) (*testkit.Process, string) {
 	t.Helper()
 	if len(devices) == 0 {
 		devices = []string{"/dev/sdz"}
@@ -34,11 +34,11 @@ func startWithFakeSmartctl(t *testing.T, script string, devices ...string) (*tes
 	}
 	cfgFile := filepath.Join(dir, "diskcanary.yml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(cfg), 0o600))
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfgFile, "--web.listen-address", addr,
 		"--no-collector.probes", "--no-collector.diskstats")
 	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	daemon := testenv.StartCmd(t, cmd)
+	daemon := testkit.StartCmd(t, cmd)
 	daemon.WaitListening(t, addr, 20*time.Second)
 	return daemon, addr
 }
@@ -78,7 +78,7 @@ func TestAdversarialSmartctlFloodBoundsMemory(t *testing.T) {
 	// bound is the Kubernetes manifest's limit, still far below what a
 	// buffered flood takes.
 	bound := 100 * 1024
-	if testenv.Race {
+	if testkit.Race {
 		bound = 256 * 1024
 	}
 	require.Less(t, hwm, bound, "peak RSS (VmHWM) in kB after a 400 MB smartctl flood")
@@ -191,11 +191,11 @@ exit 2
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "smartctl"), []byte("#!/bin/sh\n"+script), 0o755))
 	cfgFile := filepath.Join(dir, "diskcanary.yml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte("smart:\n  enabled: true\n  scan: true\n  interval: 1h\n  concurrency: 4\n"), 0o600))
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfgFile, "--web.listen-address", addr,
 		"--no-collector.probes", "--no-collector.diskstats")
 	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	daemon := testenv.StartCmd(t, cmd)
+	daemon := testkit.StartCmd(t, cmd)
 	daemon.WaitListening(t, addr, 20*time.Second)
 
 	var metrics string
@@ -235,11 +235,11 @@ func TestAdversarialServeLogsNoSmartDevice(t *testing.T) {
 		[]byte("#!/bin/sh\necho \"$*\" >> "+scans+"\ncat "+smarttest.Fixture("scan-none-vm-v7.3.json")+"\n"), 0o755))
 	cfgFile := filepath.Join(dir, "diskcanary.yml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte("smart:\n  enabled: true\n  scan: true\n  rescan_interval: 10s\n  vanished_after: 10s\n"), 0o600))
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd := diskcanaryCmd(t, nil, "serve", "--config.file", cfgFile, "--web.listen-address", addr,
 		"--no-collector.probes", "--no-collector.diskstats")
 	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	daemon := testenv.StartCmd(t, cmd)
+	daemon := testkit.StartCmd(t, cmd)
 	daemon.WaitListening(t, addr, 20*time.Second)
 	const warning = `msg="smart: smartctl --scan-open found no device; SMART series appear when it finds one" configured_devices=0`
 	// The second scan, 10 s after the first, finds nothing again and says

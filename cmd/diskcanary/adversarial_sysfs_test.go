@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // TestAdversarialSysfsSlavesCycle: a sysfs tree whose dm devices list each
@@ -40,8 +40,8 @@ func TestAdversarialSysfsSlavesCycle(t *testing.T) {
 			" 253       2 dm-2 100 0 800 10 100 0 800 10 0 20 20 0 0 0 0 0 0\n"+
 			" 253       3 dm-3 100 0 800 10 100 0 800 10 0 20 20 0 0 0 0 0 0\n"), 0o644))
 
-	addr := testenv.FreeAddr(t)
-	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--web.listen-address", addr,
+	addr := testkit.FreeAddr(t)
+	daemon := testkit.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--web.listen-address", addr,
 		"--path.procfs", proc, "--path.sysfs", sys, "--no-collector.probes", "--no-collector.smart"))
 	daemon.WaitListening(t, addr, 20*time.Second)
 

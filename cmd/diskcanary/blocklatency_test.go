@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // Run as nobody, the daemon cannot load eBPF nor read the kernel log
@@ -21,7 +21,7 @@ import (
 // log each say so once in the log and on /metrics, and the probes,
 // diskstats and the errors collector's sysfs and mount-table part run.
 func TestPrivilegedCollectorsOffWithoutPrivilege(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	restrict, err := os.ReadFile("/proc/sys/kernel/dmesg_restrict")
 	require.NoError(t, err)
 	if strings.TrimSpace(string(restrict)) != "1" {
@@ -39,9 +39,9 @@ smart:
   enabled: false
 `, probeDir)), 0o644))
 
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd, _ := nobodyCmd(t, "serve", "--config.file", cfg, "--web.listen-address", addr)
-	daemon := testenv.StartCmd(t, cmd)
+	daemon := testkit.StartCmd(t, cmd)
 	daemon.WaitListening(t, addr, 10*time.Second)
 	body := waitMetrics(t, func() string { _, b, _ := get("http://" + addr + "/metrics"); return b }, "the collector off and the probe running",
 		"diskcanary_blocklatency_available 0\n",
@@ -84,7 +84,7 @@ smart:
 // fdatasyncs); --no-collector.blocklatency turns the collector off without
 // a trace.
 func TestBlocklatencyDeviceHistogramBesideTheProbe(t *testing.T) {
-	mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
 	name := filepath.Base(dev)
 	for _, on := range []bool{true, false} {
 		cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
@@ -94,12 +94,12 @@ func TestBlocklatencyDeviceHistogramBesideTheProbe(t *testing.T) {
 smart:
   enabled: false
 `, filepath.Join(mnt, fmt.Sprint("probe-", on)))), 0o600))
-		addr := testenv.FreeAddr(t)
+		addr := testkit.FreeAddr(t)
 		args := []string{"serve", "--config.file", cfg, "--web.listen-address", addr}
 		if !on {
 			args = append(args, "--no-collector.blocklatency")
 		}
-		daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, args...))
+		daemon := testkit.StartCmd(t, diskcanaryCmd(t, nil, args...))
 		daemon.WaitListening(t, addr, 10*time.Second)
 		metrics := func() string { _, b, _ := get("http://" + addr + "/metrics"); return b }
 		if !on {
@@ -123,14 +123,14 @@ smart:
 // the native histogram it stores puts the median at or above the native
 // bucket boundary below 20 ms, 2^(-46/8) s = 18.58 ms.
 func TestBlocklatencyNativeHistogramInPrometheus(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.PrometheusBin(t)
+	testkit.RequireRoot(t)
+	testkit.PrometheusBin(t)
 	m := testfs.Start(t, "", "--read-delay", "20ms")
 	dev := m.LoopDevice(t)
 	name := filepath.Base(dev)
 
-	addr := testenv.FreeAddr(t)
-	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--web.listen-address", addr,
+	addr := testkit.FreeAddr(t)
+	daemon := testkit.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--web.listen-address", addr,
 		"--no-collector.probes", "--no-collector.smart"))
 	daemon.WaitListening(t, addr, 10*time.Second)
 	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
@@ -145,14 +145,14 @@ func TestBlocklatencyNativeHistogramInPrometheus(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
 scrape_configs:
   - job_name: diskcanary
     static_configs: [{targets: [%q]}]
 `, addr), "--enable-feature=native-histograms")
 	sel := fmt.Sprintf(`diskcanary_disk_request_duration_seconds{device=%q,op="read"}`, name)
-	prom.WaitQuery(t, "histogram_count("+sel+") >= "+strconv.Itoa(n), 30*time.Second, func(s []testenv.Sample) bool { return len(s) == 1 })
+	prom.WaitQuery(t, "histogram_count("+sel+") >= "+strconv.Itoa(n), 30*time.Second, func(s []testkit.Sample) bool { return len(s) == 1 })
 	p50 := prom.Query(t, "histogram_quantile(0.5, "+sel+")")
 	require.Len(t, p50, 1)
 	v, err := strconv.ParseFloat(p50[0].Value[1].(string), 64)

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/config"
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 	"github.com/diskcanary/diskcanary/probes"
 )
 
@@ -47,7 +47,7 @@ func runCheckProcess(t *testing.T, wrap func(string, ...string) *exec.Cmd, dir s
 // device's backing file is on tmpfs, so "idle" is a fast device whatever
 // the machine's own disk is doing (a shared VM's disk has had 20 ms p99s).
 func TestCheckVerdictFlipsUnderBlkioThrottle(t *testing.T) {
-	mnt, dev := testenv.LoopFSIn(t, "/dev/shm", 128<<20, "ext4")
+	mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 128<<20, "ext4")
 	// The fast side is a latency: on a loaded machine (CI runs packages
 	// side by side on 2 CPUs) three of 200 fdatasyncs can wait over 10 ms
 	// for a CPU. Up to three runs; one must pass. The throttled side below
@@ -61,7 +61,7 @@ func TestCheckVerdictFlipsUnderBlkioThrottle(t *testing.T) {
 	require.Equal(t, 0, code, "an idle loop device passes the 10 ms p99 bar")
 	require.True(t, free.Pass)
 
-	throttle := testenv.NewThrottle(t, dev, 20)
+	throttle := testkit.NewThrottle(t, dev, 20)
 	slow, code := runCheckProcess(t, throttle.Command, mnt)
 	t.Logf("throttled to 20 write IOPS: exit %d p50 %.3fms p99 %.3fms", code, slow.LatencySeconds.P50*1e3, slow.LatencySeconds.P99*1e3)
 	require.Equal(t, 1, code, "threshold exceeded")
@@ -78,8 +78,8 @@ func TestCheckVerdictFlipsUnderBlkioThrottle(t *testing.T) {
 // and refuses as it refuses tmpfs (exit 2, the chain in the reason); a loop
 // whose file is on a disk's filesystem is measured.
 func TestCheckOnLoopBackedByTmpfsIsNeverAPass(t *testing.T) {
-	inner, innerDev := testenv.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
-	outer, outerDev := testenv.LoopFSIn(t, inner, 32<<20, "ext4")
+	inner, innerDev := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	outer, outerDev := testkit.LoopFSIn(t, inner, 32<<20, "ext4")
 	backing := func(dev string) string {
 		b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop/backing_file"))
 		require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestCheckOnLoopBackedByTmpfsIsNeverAPass(t *testing.T) {
 		`: its latencies are not a disk's, and the daemon will export diskcanary_probe_target_warning{warning="tmpfs"} 1`}, warnings)
 
 	// A loop device whose file is on the test's disk is a disk.
-	disk, _ := testenv.LoopFS(t, 128<<20, "ext4")
+	disk, _ := testkit.LoopFS(t, 128<<20, "ext4")
 	out, code, err := runCLI(t, "check", filepath.Join(disk, "canary"), "--profile", "fio-etcd", "--samples", "200", "--min-free", "0", "--max-p99", "10s", "--json")
 	require.NoError(t, err, out)
 	require.Equal(t, 0, code)
@@ -236,7 +236,7 @@ func probeFiles(t *testing.T, dir string) []string {
 // says so at once (exit 2, one line, the JSON with the reason); with
 // --allow-unsafe-fs it runs, and the output says the pass describes no disk.
 func TestCheckOnTmpfsIsNeverAPass(t *testing.T) {
-	dir := testenv.Tmpfs(t)
+	dir := testkit.Tmpfs(t)
 	for _, profile := range []string{"etcd", "fio-etcd", "randread"} {
 		r := runCheckBinary(t, 30*time.Second, 0, 0, dir, "--profile", profile, "--samples", "200", "--working-set", "4m", "--min-free", "0", "--json")
 		require.Equal(t, 2, r.code, "%s: %s", profile, r.stderr)
@@ -312,7 +312,7 @@ func TestCheckOnFUSEIsNeverAPass(t *testing.T) {
 // the percentiles of what it took, marked partial, instead of running
 // 12 minutes into --timeout.
 func TestCheckFailsASlowDiskInSeconds(t *testing.T) {
-	testenv.SkipUnderRace(t)
+	testkit.SkipUnderRace(t)
 	m := testfs.Start(t, "")
 	m.Do(t, "sync-delay 60ms")
 	r := runCheckBinary(t, 60*time.Second, 0, 0, m.Dir, "--json")
@@ -343,7 +343,7 @@ func TestCheckFailsASlowDiskInSeconds(t *testing.T) {
 // samples taken are reported (partial, exit 2, an honest reason: no "hung"
 // of a 50 ms op) and the probe files are removed.
 func TestCheckInterruptedGivesPartialResults(t *testing.T) {
-	testenv.SkipUnderRace(t)
+	testkit.SkipUnderRace(t)
 	m := testfs.Start(t, "")
 	m.Do(t, "sync-delay 50ms")
 	m.Do(t, "read-delay 50ms")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // The join expressions documented in docs/metrics.md, "From a probe to its disks". The
@@ -34,14 +34,14 @@ const (
 // through the Prometheus HTTP API that the documented joins go from the
 // probe's p99 to that loop device's diskstats series.
 func TestJoinEndToEnd(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.PrometheusBin(t) // skip before building anything
-	bin := testenv.Binary(t)
+	testkit.RequireRoot(t)
+	testkit.PrometheusBin(t) // skip before building anything
+	bin := testkit.Binary(t)
 	dir := t.TempDir()
 
 	// A 256 MiB ext4 filesystem on a loop device, fully initialised so
 	// background ext4lazyinit writes do not blur the probe.
-	mnt, loop := testenv.LoopFS(t, 256<<20, "ext4")
+	mnt, loop := testkit.LoopFS(t, 256<<20, "ext4")
 	dev := filepath.Base(loop)
 
 	cfg := filepath.Join(dir, "diskcanary.yml")
@@ -56,14 +56,14 @@ func TestJoinEndToEnd(t *testing.T) {
       daily_write_budget: 100GB
 `, filepath.Join(mnt, "canary"))), 0o644))
 
-	dcAddr := testenv.FreeAddr(t)
+	dcAddr := testkit.FreeAddr(t)
 	args := []string{"serve", "--config.file", cfg, "--web.listen-address", dcAddr, "--log.level", "warn"}
 	if help, _ := exec.Command(bin, "serve", "--help").CombinedOutput(); strings.Contains(string(help), "--no-collector.smart") {
 		args = append(args, "--no-collector.smart")
 	}
-	testenv.StartProcess(t, bin, args...)
+	testkit.StartProcess(t, bin, args...)
 
-	prom := testenv.StartPrometheus(t, fmt.Sprintf(`global:
+	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
 scrape_configs:
@@ -74,7 +74,7 @@ scrape_configs:
 
 	// p99 → disk: the probe's series, labelled with its own loop device as
 	// the disk (a loop device is a whole disk).
-	p99 := prom.WaitQuery(t, joinP99ToDisk, 45*time.Second, func(r []testenv.Sample) bool {
+	p99 := prom.WaitQuery(t, joinP99ToDisk, 45*time.Second, func(r []testkit.Sample) bool {
 		return len(r) > 0
 	})
 	require.Len(t, p99, 1, "one probe on one device: %v", p99)
@@ -83,7 +83,7 @@ scrape_configs:
 	t.Logf("p99 join: %v = %s s", p99[0].Metric, p99[0].Value[1])
 
 	// probe → diskstats: the loop device's write rate, and only it.
-	ds := prom.WaitQuery(t, joinProbeToDiskstats, 20*time.Second, func(r []testenv.Sample) bool {
+	ds := prom.WaitQuery(t, joinProbeToDiskstats, 20*time.Second, func(r []testkit.Sample) bool {
 		return len(r) > 0 && r[0].Value[1] != "0"
 	})
 	require.Len(t, ds, 1, "%v", ds)

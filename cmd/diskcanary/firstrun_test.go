@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // runBinary runs diskcanary in a new process and returns its stdout, its
@@ -45,11 +45,11 @@ func runWith(t *testing.T, cmd *exec.Cmd, cred *syscall.Credential) (string, str
 
 // startQuietDaemon starts a daemon with only the collectors the test needs
 // and waits until it answers.
-func startQuietDaemon(t *testing.T, args ...string) (string, *testenv.Process) {
+func startQuietDaemon(t *testing.T, args ...string) (string, *testkit.Process) {
 	t.Helper()
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	args = append([]string{"serve", "--web.listen-address", addr, "--no-collector.smart"}, args...)
-	p := testenv.StartCmd(t, diskcanaryCmd(t, nil, args...))
+	p := testkit.StartCmd(t, diskcanaryCmd(t, nil, args...))
 	require.Eventually(t, func() bool {
 		code, _, err := get("http://" + addr + "/metrics")
 		return err == nil && code == 200
@@ -119,7 +119,7 @@ probe "randread": %[1]s: its parent %[2]s does not exist, and diskcanary never c
 }
 
 func TestConfigCheckTmpfsIsAWarning(t *testing.T) {
-	dir := filepath.Join(testenv.Tmpfs(t), "canary")
+	dir := filepath.Join(testkit.Tmpfs(t), "canary")
 	out, stderr, code := runBinary(t, nil, "serve", "--config.check", "--probe.dir", dir)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, fmt.Sprintf(`warning: probe "wal": %[1]s is on tmpfs: its latencies are not a disk's, and the daemon will export diskcanary_probe_target_warning{warning="tmpfs"} 1
@@ -139,7 +139,7 @@ warning: probe "randread": %[1]s is on tmpfs: its latencies are not a disk's, an
 
 // A read-only mount fails every write the daemon would make, root or not.
 func TestConfigCheckReadOnlyMount(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	dir := filepath.Join(t.TempDir(), "canary")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	if out, err := exec.Command("mount", "--bind", dir, dir).CombinedOutput(); err != nil {
@@ -160,7 +160,7 @@ probe "randread": %[1]s: cannot write in it as uid 0: read-only file system
 // may not write, and one another user owns (which the daemon refuses as
 // unsafe) are each an error naming the probe, the path and the reason.
 func TestConfigCheckAsNonRoot(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	_, base := nobodyCmd(t)
 	asNobody := func(dir string) (string, int) {
 		cmd, _ := nobodyCmd(t, "serve", "--config.check", "--probe.dir", dir)
@@ -206,7 +206,7 @@ func TestReadWorkingSetLayoutLogged(t *testing.T) {
       working_set: 4MiB
       min_free: 1B
 `, dir)), 0o600))
-	start := func() (string, *testenv.Process) {
+	start := func() (string, *testkit.Process) {
 		addr, p := startQuietDaemon(t, "--config.file", cfg, "--no-collector.diskstats")
 		require.Eventually(t, func() bool {
 			_, body, err := get("http://" + addr + "/metrics")
@@ -214,7 +214,7 @@ func TestReadWorkingSetLayoutLogged(t *testing.T) {
 		}, 20*time.Second, 20*time.Millisecond, "a successful read burst")
 		return addr, p
 	}
-	stop := func(p *testenv.Process) string {
+	stop := func(p *testkit.Process) string {
 		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 		<-p.Done
 		log, err := os.ReadFile(p.Log)

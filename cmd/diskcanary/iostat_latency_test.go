@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
 // iostat --latency on a loop device whose backing file is on the FUSE test
@@ -20,10 +20,10 @@ import (
 // each interval are the injected delay (the kernel's own request times),
 // where r_await is only their mean.
 func TestIostatLatencyShowsTheDevicesReads(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	// Its p99 bound is a latency, which the race detector's slowdown can
 	// cross.
-	testenv.SkipUnderRace(t)
+	testkit.SkipUnderRace(t)
 	m := testfs.Start(t, "", "--read-delay", "20ms")
 	dev := m.LoopDevice(t)
 	name := filepath.Base(dev)
@@ -68,7 +68,7 @@ func TestIostatLatencyShowsTheDevicesReads(t *testing.T) {
 
 // Without the privilege to load eBPF, --latency says what it needs.
 func TestIostatLatencyWithoutPrivilege(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	cmd, _ := nobodyCmd(t, "iostat", "--latency", "1", "1")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError

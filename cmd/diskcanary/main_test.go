@@ -6,13 +6,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // diskcanaryCmd returns a command that runs the diskcanary binary
-// (testenv.Binary) with args; wrap, when given, builds the command around
+// (testkit.Binary) with args; wrap, when given, builds the command around
 // the binary (e.g. to put it in a cgroup first). A daemon started by a
 // test dies with the test binary.
 func diskcanaryCmd(t *testing.T, wrap func(name string, args ...string) *exec.Cmd, args ...string) *exec.Cmd {
@@ -20,7 +20,7 @@ func diskcanaryCmd(t *testing.T, wrap func(name string, args ...string) *exec.Cm
 	if wrap == nil {
 		wrap = exec.Command
 	}
-	cmd := wrap(testenv.Binary(t), args...)
+	cmd := wrap(testkit.Binary(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }

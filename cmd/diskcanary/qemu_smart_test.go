@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/smart"
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testenv/guest"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/guest"
 )
 
 // The emulated disks' identities. QEMU names its NVMe controller "QEMU
@@ -48,7 +48,7 @@ smart:
 // report both; then the test raises a critical warning on the NVMe
 // controller through QMP, and both see the drive fail.
 func TestQEMUSmartEndToEnd(t *testing.T) {
-	if testenv.Race {
+	if testkit.Race {
 		t.Skip("skipping under the race detector: the guest emulates a CPU (TCG), too slow for a race build; it runs in the non-race pass")
 	}
 	guest.QEMU(t)
@@ -62,7 +62,7 @@ func TestQEMUSmartEndToEnd(t *testing.T) {
 
 	root := guest.NewInitramfs()
 	root.Program(t, "/usr/sbin/smartctl", smartctl)
-	root.Program(t, "/usr/bin/diskcanary", testenv.Binary(t))
+	root.Program(t, "/usr/bin/diskcanary", testkit.Binary(t))
 	root.File("/etc/diskcanary.yml", []byte(guestConfig), 0o644)
 	disks := t.TempDir()
 	for _, name := range []string{"nvme.img", "sata.img"} {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 func get(url string) (int, string, error) {
@@ -53,8 +53,8 @@ func TestServeEndToEndAndSIGTERMCleanup(t *testing.T) {
 smart:
   enabled: false
 `, dir)), 0o600))
-	addr := testenv.FreeAddr(t)
-	daemon := testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr))
+	addr := testkit.FreeAddr(t)
+	daemon := testkit.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr))
 
 	var metrics string
 	require.Eventually(t, func() bool {
@@ -121,14 +121,14 @@ func TestServeGOMAXPROCS(t *testing.T) {
 		{"flag beats environment", "GOMAXPROCS=2", []string{"--runtime.gomaxprocs", "4"}, "go_sched_gomaxprocs_threads 4"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			addr := testenv.FreeAddr(t)
+			addr := testkit.FreeAddr(t)
 			cmd := diskcanaryCmd(t, nil, append([]string{"serve", "--probe.dir", t.TempDir(), "--no-collector.smart",
 				"--web.listen-address", addr}, c.args...)...)
 			cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
 			if c.env != "" {
 				cmd.Env = append(cmd.Env, c.env)
 			}
-			testenv.StartCmd(t, cmd)
+			testkit.StartCmd(t, cmd)
 			var body string
 			require.Eventually(t, func() bool {
 				var code int

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/smart/smarttest"
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // TestServeReadsEverySelfTestLog: the daemon, given a fake smartctl that
@@ -46,8 +46,8 @@ func TestServeReadsEverySelfTestLog(t *testing.T) {
 	bin := smarttest.Install(t, fake)
 	cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("probes: {enabled: false}\nsmart:\n  smartctl: %s\n  interval: 10s\n", bin)), 0o600))
-	addr := testenv.FreeAddr(t)
-	testenv.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr,
+	addr := testkit.FreeAddr(t)
+	testkit.StartCmd(t, diskcanaryCmd(t, nil, "serve", "--config.file", cfg, "--web.listen-address", addr,
 		"--path.sysfs", t.TempDir(), "--no-collector.diskstats", "--no-collector.blocklatency", "--no-collector.errors", "--no-collector.pressure"))
 
 	want := []string{

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,11 +49,11 @@ func TestCollectorFlags(t *testing.T) {
 }
 
 // serve --help offers one --collector.NAME and one --no-collector.NAME per
-// part of collector.Parts, with the part's default, and no others.
-func TestServeHelpListsTheParts(t *testing.T) {
+// part of collector.Collectors, with the part's default, and no others.
+func TestServeHelpListsTheCollectors(t *testing.T) {
 	want := map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true}
 	table := map[string]bool{}
-	for _, p := range collector.Parts {
+	for _, p := range collector.Collectors {
 		table[p.Name] = p.EnabledDefault
 	}
 	require.Equal(t, want, table)
@@ -97,41 +94,4 @@ func TestDiskstatsFilterFlags(t *testing.T) {
 	require.ErrorContains(t, err, "device_exclude")
 	_, _, err = runCLI(t, "serve", "--config.check", "--collector.diskstats.device-include", "a", "--collector.diskstats.device-exclude", "b")
 	require.ErrorContains(t, err, "mutually exclusive")
-}
-
-// The connection cap closes the connection that has waited longest outside
-// a handler, never one a handler is serving; with every connection busy it
-// closes the newcomer.
-func TestConnLimiterEvictsLongestWaiting(t *testing.T) {
-	l := &connLimiter{max: 2}
-	conn := func() *limitedConn {
-		a, b := net.Pipe()
-		t.Cleanup(func() { a.Close(); b.Close() })
-		return &limitedConn{Conn: a, limiter: l}
-	}
-	inHandler := func(c *limitedConn, during func()) {
-		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		req = req.WithContext(l.connContext(req.Context(), c))
-		l.track(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { during() })).ServeHTTP(httptest.NewRecorder(), req)
-	}
-	a, b, c, d := conn(), conn(), conn(), conn()
-	require.Nil(t, l.admit(a))
-	require.Nil(t, l.admit(b))
-	// a served a request after b arrived: b has waited longest now.
-	inHandler(a, func() {})
-	require.Same(t, b, l.admit(c))
-	require.NoError(t, b.Close())
-	_ = b.Close() // the server closes it again: counted once
-	require.Equal(t, 2, l.open)
-	inHandler(a, func() {
-		inHandler(c, func() {
-			require.Same(t, d, l.admit(d), "every connection busy: the newcomer goes")
-		})
-	})
-	require.NoError(t, d.Close())
-	require.Equal(t, 2, l.open)
-	require.NoError(t, a.Close())
-	require.NoError(t, c.Close())
-	require.Equal(t, 0, l.open)
-	require.Equal(t, 0, l.waiting.Len())
 }

@@ -22,7 +22,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // startDaemon runs `diskcanary serve args...` in its own process (so it
@@ -30,8 +30,8 @@ import (
 // port and returns its address once it accepts connections.
 func startDaemon(t *testing.T, args ...string) string {
 	t.Helper()
-	addr := testenv.FreeAddr(t)
-	p := testenv.StartCmd(t, diskcanaryCmd(t, nil, append([]string{"serve", "--web.listen-address", addr}, args...)...))
+	addr := testkit.FreeAddr(t)
+	p := testkit.StartCmd(t, diskcanaryCmd(t, nil, append([]string{"serve", "--web.listen-address", addr}, args...)...))
 	p.WaitListening(t, addr, 20*time.Second)
 	return addr
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/diskcanary/diskcanary/probes"
+	"github.com/diskcanary/diskcanary/internal/buckets"
 )
 
 // Ops are the operation label values, indexed by the op the BPF program
@@ -53,8 +53,8 @@ var ZeroThreshold = math.Exp2(nativeMin / float64(1<<NativeSchema))
 // which keeps the native buckets exact too.
 var Edges = edges()
 
-// SlotClassic[i] is the index in probes.LatencyBuckets of the classic bucket
-// slot i falls into (len(probes.LatencyBuckets) for +Inf); SlotNative[i] is
+// SlotClassic[i] is the index in buckets.Latency of the classic bucket
+// slot i falls into (len(buckets.Latency) for +Inf); SlotNative[i] is
 // its native bucket index, or NativeZero for the zero bucket.
 var SlotClassic, SlotNative = slotBuckets()
 
@@ -63,7 +63,7 @@ const NativeZero = math.MinInt32
 
 func edges() []uint64 {
 	var e []uint64
-	for _, b := range probes.LatencyBuckets {
+	for _, b := range buckets.Latency {
 		e = append(e, uint64(math.Round(b*1e9)))
 	}
 	for k := nativeMin; k <= nativeMax; k++ {
@@ -80,13 +80,13 @@ func nativeEdgeNS(k int) uint64 {
 func slotBuckets() (classic, native []int) {
 	for i := 0; i <= len(Edges); i++ {
 		if i == len(Edges) {
-			classic = append(classic, len(probes.LatencyBuckets))
+			classic = append(classic, len(buckets.Latency))
 			native = append(native, nativeMax+1)
 			break
 		}
 		up := Edges[i]
-		c := len(probes.LatencyBuckets)
-		for j, b := range probes.LatencyBuckets {
+		c := len(buckets.Latency)
+		for j, b := range buckets.Latency {
 			if up <= uint64(math.Round(b*1e9)) {
 				c = j
 				break

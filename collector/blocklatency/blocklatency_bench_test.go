@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // BenchmarkBlocklatencyPerRequest is the in-kernel cost of the collector:
@@ -16,7 +16,7 @@ import (
 // the two programs' run time per request (bpf-ns/req, from the kernel's
 // BPF run-time statistics, enabled only while the benchmark holds them).
 func BenchmarkBlocklatencyPerRequest(b *testing.B) {
-	testenv.RequireRoot(b)
+	testkit.RequireRoot(b)
 	f, err := os.CreateTemp("/dev/shm", "dc-blocklatency-bench-*.img")
 	if err != nil {
 		b.Fatal(err)
@@ -26,7 +26,7 @@ func BenchmarkBlocklatencyPerRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.Close()
-	dev := testenv.LoopDevice(b, f.Name())
+	dev := testkit.LoopDevice(b, f.Name())
 	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)

@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
-	"github.com/diskcanary/diskcanary/internal/testfs"
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func openLimited(t *testing.T, maxInFlight, maxHists uint32) *Tracer {
 	t.Helper()
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	tr, err := open(maxInFlight, maxHists)
 	if ue := (*UnavailableError)(nil); err != nil && errors.As(err, &ue) && ue.Reason != ReasonPermission {
 		t.Skipf("skipping: this kernel cannot run the block-latency program: %v", err)
@@ -88,7 +88,7 @@ func TestInFlightOverflowIsCounted(t *testing.T) {
 // With room for one histogram, a second device's requests are counted as
 // dropped, not lost silently.
 func TestHistogramOverflowIsCounted(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	var devs []string
 	for range 2 {
 		f, err := os.CreateTemp("/dev/shm", "dc-blocklatency-*.img")
@@ -96,7 +96,7 @@ func TestHistogramOverflowIsCounted(t *testing.T) {
 		t.Cleanup(func() { os.Remove(f.Name()) })
 		require.NoError(t, f.Truncate(16<<20))
 		require.NoError(t, f.Close())
-		devs = append(devs, testenv.LoopDevice(t, f.Name()))
+		devs = append(devs, testkit.LoopDevice(t, f.Name()))
 	}
 	tr := openLimited(t, 0, 1)
 	const writes = 16

@@ -29,7 +29,7 @@ func TestObjectMatchesEdges(t *testing.T) {
 func TestSlotsFallInsideOneBucketOfEach(t *testing.T) {
 	for _, c := range []struct {
 		ns      uint64
-		classic int // index in probes.LatencyBuckets, 17 = +Inf
+		classic int // index in buckets.Latency, 17 = +Inf
 		native  int
 	}{
 		{500, 0, NativeZero},        // below 2^-20 s: the zero bucket

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 	"github.com/diskcanary/diskcanary/probes"
 )
 
@@ -29,7 +29,7 @@ import (
 //
 //	go test -run '^$' -bench BlocklatencyVsBpftrace -benchtime 5x ./collector/blocklatency/
 func BenchmarkBlocklatencyVsBpftrace(b *testing.B) {
-	testenv.RequireRoot(b)
+	testkit.RequireRoot(b)
 	for _, tool := range []string{"bpftrace", "fio"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			b.Skipf("skipping: %s is not installed (apt-get install %s)", tool, tool)
@@ -49,7 +49,7 @@ func BenchmarkBlocklatencyVsBpftrace(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.Close()
-	dev := testenv.LoopDevice(b, f.Name())
+	dev := testkit.LoopDevice(b, f.Name())
 	var st unix.Stat_t
 	if err := unix.Stat(dev, &st); err != nil {
 		b.Fatal(err)

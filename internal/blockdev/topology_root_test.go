@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // On the running kernel's sysfs: a partitioned loop device's partition
@@ -17,7 +17,7 @@ import (
 // fixture's). dm and md need kernel modules this test cannot count on; the
 // fixture tree covers them.
 func TestPartitionOnRealSysfs(t *testing.T) {
-	testenv.RequireRoot(t)
+	testkit.RequireRoot(t)
 	img := filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func TestPartitionOnRealSysfs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	disk := filepath.Base(testenv.LoopDevice(t, img, "--partscan"))
+	disk := filepath.Base(testkit.LoopDevice(t, img, "--partscan"))
 	part := disk + "p1"
 	deadline := time.Now().Add(2 * time.Second)
 	for {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/hostpath"
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // TestRealSmartctl runs the installed smartctl (smartmontools, installed
@@ -19,6 +20,7 @@ import (
 // must be accepted (exit bit 0 would say otherwise), and the failures a
 // host without disks can produce must come back as per-device errors.
 func TestRealSmartctl(t *testing.T) {
+	testkit.E2E(t) // the installed smartctl: the end-to-end set, so the fast set is the same everywhere
 	bin, err := exec.LookPath("smartctl")
 	if err != nil {
 		t.Skip("smartctl not installed (apt-get install smartmontools)")

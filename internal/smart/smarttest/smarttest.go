@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
 )
 
 // FakeDevice is how the fake smartctl answers for one device name.
@@ -56,7 +58,7 @@ var (
 // name made from its source and the Go version, so that every test
 // process (each package's) shares one build and none leaves a temporary
 // directory behind.
-func Build(t testing.TB) string {
+func Build(t testkit.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)

@@ -1,9 +1,0 @@
-package rulegen
-
-import (
-	"testing"
-
-	"github.com/diskcanary/diskcanary/internal/testenv"
-)
-
-func TestMain(m *testing.M) { testenv.Main(m) }

@@ -1,0 +1,9 @@
+package rulegen
+
+import (
+	"testing"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
