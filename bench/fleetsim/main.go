@@ -1,4 +1,4 @@
-// Command fleetsim is the fleet half of go run -C bench . fleet-scale: it serves N
+// Command fleetsim is the fleet half of go run ./bench fleet-scale: it serves N
 // simulated diskcanary targets (and the etcd members of their clusters) to a
 // real Prometheus, and turns what that Prometheus measured about itself into
 // the benchmark's tables.
