@@ -59,7 +59,7 @@ local isRecordingGroup(g) = std.all([std.objectHas(r, 'record') for r in g.rules
   local c = self._config,
 
   // The template's placeholders and their text, formatted as the generator
-  // formats them (internal/rulegen/knobs.go): a latency as 10 ms or 1.5 s,
+  // formats them (tools/rulegen/knobs.go): a latency as 10 ms or 1.5 s,
   // a ratio also as a percentage.
   // num is a number as Go's %g writes it: the fewest digits that read back
   // as the same number (std.toString writes 17); an integer in full.
