@@ -71,16 +71,17 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 			append(paths, "--no-collector.probes", "--no-collector.smart",
 				// diskstats alone, as node_exporter runs below.
 				"--no-collector.blocklatency", "--no-collector.errors", "--no-collector.pressure")...)
-		return &scraped{url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
+		return &scraped{url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop, startup: d.startup,
 			series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds"}
 	}
 	nodeExporterOnly := func() *scraped {
 		addr := testkit.FreeAddr(r)
+		t0 := time.Now()
 		ne := testkit.StartProcess(r, nodeExporter, "--path.procfs="+proc, "--path.sysfs="+sys, "--path.udev.data="+udev,
 			"--collector.disable-defaults", "--collector.diskstats", "--collector.diskstats.device-exclude=^$",
 			"--web.listen-address="+addr, "--log.level=warn")
 		ne.WaitListening(r, addr, 30*time.Second)
-		return &scraped{url: "http://" + addr + "/metrics", pid: ne.Cmd.Process.Pid, stop: func() { stopProcess(ne) },
+		return &scraped{url: "http://" + addr + "/metrics", pid: ne.Cmd.Process.Pid, stop: func() { stopProcess(ne) }, startup: time.Since(t0),
 			series: "node_disk_reads_completed_total", collector: "node_scrape_collector_duration_seconds"}
 	}
 	// Every default collector: the embedded default's probes (a small
@@ -91,7 +92,7 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		"diskstats:\n  enabled: true\n  device_include: '.*'\nsmart:\n  enabled: true\n", probeDir, probeDir)
 	allCollectors := func() *scraped {
 		d := r.serve(allConfig, paths...)
-		return &scraped{url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop,
+		return &scraped{url: d.url, pid: d.p.Cmd.Process.Pid, stop: d.stop, startup: d.startup,
 			series: "diskcanary_disk_reads_completed_total", collector: "diskcanary_collector_duration_seconds"}
 	}
 	// probesRan waits until both probes of e have run, so its memory is
@@ -142,6 +143,7 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 		for i, e := range es {
 			took, _ := scrape(e)
 			rs[i].first = append(rs[i].first, took.Seconds())
+			rs[i].startup = append(rs[i].startup, e.startup.Seconds())
 		}
 		then()
 		steady := make([][]float64, len(es))
@@ -186,6 +188,9 @@ func diskstatsVsNodeExporter(r *run, p params) bool {
 			stats.Median(x(dc))*scale, unit, stats.Median(x(ne))*scale, unit, ratio, spread(ratios), stats.Median(x(all))*scale, unit)
 		return ratio
 	}
+	// diskcanary reads its devices' sysfs attributes before it listens
+	// (collector.Warmer), so start-up is shown beside the first scrape.
+	row("start-up (exec to listening)", "ms", 1000, func(s *series) []float64 { return s.startup })
 	first := row("first scrape (a fresh process's)", "ms", 1000, func(s *series) []float64 { return s.first })
 	steady := row("steady scrape (median of a round's)", "ms", 1000, func(s *series) []float64 { return s.steady })
 	row("diskstats collector (self-reported)", "ms", 1000, func(s *series) []float64 { return s.took })
@@ -236,14 +241,15 @@ type scraped struct {
 	url, series, collector string
 	pid                    int
 	stop                   func()
+	startup                time.Duration
 	exported               int       // devices in the last scrape
 	took                   []float64 // its own diskstats collector's durations, seconds
 }
 
 // series is one exporter's figures over the rounds, one value a round.
 type series struct {
-	first, steady, took, rss, hwm []float64 // seconds, MiB
-	exported                      int
+	startup, first, steady, took, rss, hwm []float64 // seconds, MiB
+	exported                               int
 }
 
 // pairedRatios are the rounds' own ratios x[i]/ref[i].

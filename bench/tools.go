@@ -107,8 +107,9 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // daemon is a running `diskcanary serve`.
 type daemon struct {
-	p   *testkit.Process
-	url string
+	p       *testkit.Process
+	url     string
+	startup time.Duration // exec to its port accepting connections
 }
 
 // serve starts diskcanary serve with config (YAML) and extra flags.
@@ -122,9 +123,10 @@ func (r *run) serve(config string, flags ...string) *daemon {
 		}
 		args = append(args, "--config.file", f)
 	}
+	t0 := time.Now()
 	p := testkit.StartProcess(r, diskcanary, append(args, flags...)...)
 	p.WaitListening(r, addr, 30*time.Second)
-	return &daemon{p: p, url: "http://" + addr + "/metrics"}
+	return &daemon{p: p, url: "http://" + addr + "/metrics", startup: time.Since(t0)}
 }
 
 func (d *daemon) stop() { stopProcess(d.p) }

@@ -55,6 +55,13 @@ type Background interface {
 	Run(ctx context.Context)
 }
 
+// Warmer is implemented by collectors with a cache that the first scrape
+// would otherwise fill (diskstats' sysfs attributes): Warm fills it before
+// the listener opens, so no scrape, the first included, pays for it.
+type Warmer interface {
+	Warm()
+}
+
 // Options is what a collector's constructor gets.
 type Options struct {
 	Config *config.Config
@@ -135,6 +142,16 @@ func New(opts Options, enabled map[string]bool) (*NodeCollector, error) {
 		c.collectors[info.Name] = p
 	}
 	return c, nil
+}
+
+// Warm fills every enabled collector's cache that the first scrape would
+// otherwise fill (Warmer), in turn; failures are left to the scrapes.
+func (c *NodeCollector) Warm() {
+	for _, p := range c.collectors {
+		if w, ok := p.(Warmer); ok {
+			w.Warm()
+		}
+	}
 }
 
 // Collector returns an enabled collector by name (nil if disabled).

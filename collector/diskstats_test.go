@@ -254,3 +254,39 @@ func TestDiskstatsInvalidUTF8Model(t *testing.T) {
 	}
 	t.Fatal("no diskcanary_disk_info")
 }
+
+// Warm reads sysfs before the first scrape: a model changed after Warm is
+// not what the first scrape reports, and a collector never warmed reads it
+// then.
+func TestDiskstatsWarmFillsTheCacheBeforeTheFirstScrape(t *testing.T) {
+	sys, proc := t.TempDir(), t.TempDir()
+	model := filepath.Join(sys, "block/sdx/device/model")
+	require.NoError(t, os.MkdirAll(filepath.Dir(model), 0o755))
+	require.NoError(t, os.WriteFile(model, []byte("AT-WARM\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "diskstats"), []byte("8 0 sdx 10 0 80 1 0 0 0 0 0 1 1\n"), 0o644))
+	modelAtFirstScrape := func(warm bool) string {
+		c, err := newDiskstatsCollector(Options{Config: &config.Config{}, Paths: hostpath.Paths{ProcFS: proc, SysFS: sys}})
+		require.NoError(t, err)
+		if warm {
+			c.(Warmer).Warm()
+		}
+		require.NoError(t, os.WriteFile(model, []byte("AT-SCRAPE\n"), 0o644))
+		defer func() { require.NoError(t, os.WriteFile(model, []byte("AT-WARM\n"), 0o644)) }()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(partCollector{c})
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "diskcanary_disk_info" {
+				for _, l := range mf.GetMetric()[0].GetLabel() {
+					if l.GetName() == "model" {
+						return l.GetValue()
+					}
+				}
+			}
+		}
+		return ""
+	}
+	require.Equal(t, "AT-WARM", modelAtFirstScrape(true))
+	require.Equal(t, "AT-SCRAPE", modelAtFirstScrape(false))
+}

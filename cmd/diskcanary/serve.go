@@ -217,6 +217,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	col.Warm()
 	// Loading the eBPF program parses the kernel's BTF (megabytes, and a
 	// mapping of /sys/kernel/btf/vmlinux freed only with it): that garbage
 	// goes back to the kernel now, not when the scavenger gets to it
