@@ -461,7 +461,7 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			res.Knee = kneeOf(res.Steps)
 			err := out.err
 			if cause != nil {
-				err = fmt.Errorf("%w after %d steps", cause, len(res.Steps))
+				err = fmt.Errorf("%w after %s", cause, stepsDone(len(res.Steps)))
 			}
 			res.Partial = err != nil
 			return res, err
@@ -498,10 +498,18 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			closeSite = false
 			res.Knee, res.Partial = kneeOf(res.Steps), true
 			res.LeftBehind = cs.remove
-			return res, fmt.Errorf("%w after %d steps: a read on %s has been in flight for %v (hung disk?)%s",
-				cause, len(res.Steps), o.Dir, age.Round(time.Millisecond), checkStart{file: cs.remove}.leftBehind())
+			return res, fmt.Errorf("%w after %s: a read on %s has been in flight for %v (hung disk?)%s",
+				cause, stepsDone(len(res.Steps)), o.Dir, age.Round(time.Millisecond), checkStart{file: cs.remove}.leftBehind())
 		}
 	}
+}
+
+// stepsDone counts the steps a stopped sweep kept.
+func stepsDone(n int) string {
+	if n == 1 {
+		return "1 step"
+	}
+	return fmt.Sprintf("%d steps", n)
 }
 
 // readOps gives each worker its own aligned buffer, offset picker and

@@ -164,7 +164,7 @@ func TestCapacityRemovesItsFiles(t *testing.T) {
 	defer cancel()
 	res, err = Capacity(ctx, o)
 	require.ErrorIs(t, err, ErrInterrupted)
-	require.EqualError(t, err, "interrupted after 1 steps")
+	require.EqualError(t, err, "interrupted after 1 step")
 	require.True(t, res.Partial)
 	require.Len(t, res.Steps, 1)
 	require.Equal(t, 1, steps)

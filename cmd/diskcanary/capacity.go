@@ -25,8 +25,14 @@ import (
 const maxCapacitySteps = 100
 
 // capacityUsage checks the capacity profile's own flags and returns the
-// rates to sweep.
-func (f *checkFlags) capacityUsage() ([]float64, error) {
+// rates to sweep; changed says whether a flag was given.
+func (f *checkFlags) capacityUsage(changed func(string) bool) ([]float64, error) {
+	if changed("samples") {
+		return nil, fmt.Errorf("--samples does not apply to --profile capacity: each step takes at least %d reads and at least %v", probes.CapacityMinStepOps, probes.CapacityMinStepTime)
+	}
+	if changed("gap") {
+		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the reads come at the step's rate")
+	}
 	rates := probes.DefaultCapacityRates
 	if f.rates != "" {
 		fields := strings.Split(f.rates, ",")

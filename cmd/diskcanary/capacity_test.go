@@ -38,6 +38,8 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--plot", link}, "--plot " + link + ": is a symlink; not followed: name the file itself"},
 		{[]string{"--jobs", "2"}, "--jobs applies to the etcd profiles (concurrent writers), not capacity (up to 32 reads outstanding)"},
 		{[]string{"--lat-log", filepath.Join(parent, "lat.csv")}, "--lat-log applies to the etcd and randread profiles, not capacity"},
+		{[]string{"--samples", "2000"}, "--samples does not apply to --profile capacity: each step takes at least 1000 reads and at least 1s"},
+		{[]string{"--gap", "1ms"}, "--gap does not apply to --profile capacity: the reads come at the step's rate"},
 	} {
 		_, code, err := runCLI(t, append([]string{"check", dir, "--profile", "capacity"}, tc.args...)...)
 		require.Equal(t, 64, code, "%q: %v", tc.args, err)
@@ -122,4 +124,28 @@ func TestCapacityFirstStepOverTheBound(t *testing.T) {
 	require.Equal(t, 1, strings.Count(out, "p99 over 0.0µs\n"), "one step, the sweep stopped there:\n%s", out)
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries)
+}
+
+// --timeout (as Ctrl-C) ends the sweep between two reads: the steps done
+// are printed, marked partial, exit 2 with the reason, the working set
+// removed.
+func TestCapacityTimeoutKeepsTheStepsDone(t *testing.T) {
+	dir := t.TempDir()
+	// Each step takes 1 s: the first is done (at most 1.25 s: it stops
+	// issuing reads then), the second is not.
+	out, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,1100", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--json", "--quiet", "--timeout", "1600ms")
+	require.Equal(t, 2, code, out)
+	require.EqualError(t, err, "could not measure capacity on "+dir+": --timeout 1.6s: timed out after 1 step")
+	var j capacityJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	require.True(t, j.Partial)
+	require.Equal(t, "could not measure", j.Verdict)
+	require.Equal(t, "--timeout 1.6s: timed out after 1 step", j.Reason)
+	require.Len(t, j.Steps, 1)
+	require.Equal(t, 1000.0, j.Steps[0].AskedIOPS)
+	require.Equal(t, 1000.0, *j.AskedIOPSAtBound, "the step done held")
+	require.False(t, j.BoundReached)
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "the working set is removed")
 }

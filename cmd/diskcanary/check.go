@@ -279,7 +279,7 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	}
 	var rates []float64
 	if f.profile == probes.ProfileCapacity {
-		if rates, err = f.capacityUsage(); err != nil {
+		if rates, err = f.capacityUsage(cmd.Flags().Changed); err != nil {
 			return &exitError{exitUsage, err}
 		}
 	}
