@@ -28,16 +28,13 @@ const (
 	// queue deep enough for an SSD's parallelism, and a cap on what the
 	// sweep can pile onto a struggling disk.
 	DefaultCapacityConcurrency = 32
-	// DefaultCapacityMaxP99 is the read bound: the same 10 ms as the WAL's.
-	DefaultCapacityMaxP99 = 10 * time.Millisecond
 	// CapacityMinStepOps and CapacityMinStepTime size a step: a p99 needs
 	// 1,000 samples behind it (docs/contract.md, measurement rule 1), and a
-	// second smooths a device's own sub-second rhythm (a throttle's slice).
+	// step of at least a second spans several of a throttle's slices.
 	CapacityMinStepOps  = 1000
 	CapacityMinStepTime = time.Second
-	// MaxCapacityRate bounds --rates: beyond it the sweep's own dispatch,
-	// not the disk, is what a step measures, and a step's samples (16 bytes
-	// each) stay under 16 MB.
+	// MaxCapacityRate bounds --rates, so a step's samples (16 bytes
+	// each) take at most 16 MB.
 	MaxCapacityRate = 1_000_000
 	// capacityHeld: a step whose achieved rate is under 90 % of the asked
 	// one did not carry its load.
@@ -100,9 +97,7 @@ type CapacityStep struct {
 	P50, P90, P99 time.Duration
 	P999, Max     time.Duration
 	ServiceP99    time.Duration
-	// PoolFull: some read waited for one of the Concurrency slots. A step
-	// that fell short without it was limited by this host's CPU (the
-	// dispatch), not by the disk.
+	// PoolFull: some read waited for one of the Concurrency slots.
 	PoolFull bool
 	// OverBound: the p99 was over MaxP99; Short: the achieved rate was
 	// under 90 % of the asked one. Either ends the sweep.

@@ -245,11 +245,7 @@ func stepResult(s probes.CapacityStep, bound time.Duration) string {
 		why = append(why, "p99 over "+fmtDur(bound))
 	}
 	if s.Short {
-		r := "rate short"
-		if !s.PoolFull {
-			r += " (no read waited for a slot: this host's CPU, not the disk)"
-		}
-		why = append(why, r)
+		why = append(why, "rate short")
 	}
 	if len(why) == 0 {
 		return "held"
