@@ -378,9 +378,11 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			cs.close()
 		}
 	}()
-	// The reads run raw, each worker holding its P through the pread as
-	// check's randread does (timedio.go), so each needs one of its own;
-	// no GC while measuring.
+	// No GC while measuring, and a P for each worker, the dispatcher and
+	// this goroutine, so a read that returns never waits for one. The
+	// reads enter syscall state as the daemon's do (timedio.go), not raw
+	// as check's randread: a raw read holds its P, and a hung one would
+	// then hang the stop-the-world that restoring GOMAXPROCS needs.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))
 
@@ -531,7 +533,7 @@ func readOps(r *readProbe, fls []*inflight) (capacityOp, func(), error) {
 	op := func(w int) (time.Duration, error) {
 		t := &times[w]
 		t[0] = pickers[w].next() * r.bs
-		done, short, errno := timedPreads(fls[w], true, nil, r.fd, bufs[w], t[0:1], t[1:2])
+		done, short, errno := timedPreads(fls[w], false, nil, r.fd, bufs[w], t[0:1], t[1:2])
 		switch {
 		case errno != 0:
 			return 0, &opError{"read", where, errno}

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -87,4 +93,58 @@ func TestCapacityOnFUSEWithReadDelay(t *testing.T) {
 		require.LessOrEqual(t, *j.IOPSAtBound, 6400.0)
 	}
 	require.False(t, j.Trusted, "FUSE does not tell the truth about a disk")
+}
+
+// Reads that hang mid-sweep: at --timeout the sweep waits for the reads in
+// flight up to the stall threshold (5 s), then gives up on them with a
+// one-line reason and exit 2, the step done kept; the working set, which
+// the hung reads hold, is left behind and named, not unlinked (an unlink
+// would hang on it too).
+func TestCapacityOnHungReadsExits2(t *testing.T) {
+	m := testfs.Start(t, "")
+	cmd := diskcanaryCmd(t, nil, "check", m.Dir, "--profile", "capacity", "--rates", "1000,1250", "--max-p99", "1s",
+		"--working-set", "1m", "--min-free", "0", "--allow-unsafe-fs", "--timeout", "4s")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	readset := filepath.Join(m.Dir, ".diskcanary-check-readset")
+	var reason string
+	for reason == "" {
+		select {
+		case line := <-lines:
+			t.Logf("after %v: %s", time.Since(start).Round(time.Millisecond), line)
+			if strings.HasPrefix(line, "capacity: [1000 IOPS asked]") {
+				m.Do(t, "hang-reads")
+			}
+			if strings.HasPrefix(line, "diskcanary: ") {
+				reason = line
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no reason printed 20 s after the start")
+		}
+	}
+	require.Regexp(t, `^diskcanary: could not measure capacity on `+m.Dir+`: --timeout 4s: timed out after 1 step: a read on `+m.Dir+
+		` has been in flight for 5(\.\d+)?s \(hung disk\?\); `+regexp.QuoteMeta(readset)+` is left behind while that I/O is stuck: remove it once the disk answers$`, reason)
+	require.Less(t, time.Since(start), 12*time.Second, "--timeout 4 s, then the stall threshold of 5 s")
+	require.Equal(t, []string{".diskcanary-check-readset"}, probeFiles(t, m.Dir))
+	m.Do(t, "release")
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 2, ee.ExitCode(), "could not measure")
+	require.Contains(t, stdout.String(), "  COULD NOT MEASURE: --timeout 4s: timed out after 1 step: a read on ")
+	require.Contains(t, stdout.String(), "(partial: 1 steps done)")
+	require.Equal(t, []string{".diskcanary-check-readset"}, probeFiles(t, m.Dir), "as the reason said")
+	require.NoError(t, os.Remove(readset))
 }
