@@ -292,10 +292,6 @@ func printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
 		f := r.Steps[0]
 		fmt.Fprintf(w, "  FAIL: the first step, %.0f IOPS asked, broke the bound (%s)\n\n", f.AskedIOPS, stepResult(f, time.Duration(j.ThresholdSeconds*1e9)))
 	default:
-		partial := ""
-		if j.Partial && len(r.Steps) > 0 {
-			partial = fmt.Sprintf(" (partial: %d steps done)", len(r.Steps))
-		}
-		fmt.Fprintf(w, "  COULD NOT MEASURE: %s%s\n\n", j.Reason, partial)
+		fmt.Fprintf(w, "  COULD NOT MEASURE: %s\n\n", j.Reason)
 	}
 }

@@ -144,7 +144,8 @@ func TestCapacityOnHungReadsExits2(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 2, ee.ExitCode(), "could not measure")
 	require.Contains(t, stdout.String(), "  COULD NOT MEASURE: --timeout 4s: timed out after 1 step: a read on ")
-	require.Contains(t, stdout.String(), "(partial: 1 steps done)")
+	require.Contains(t, stdout.String(), "\n        1000     1000.0 ")
+	require.Equal(t, 1, strings.Count(stdout.String(), "  held\n"), "the step done, in the table:\n%s", stdout.String())
 	require.Equal(t, []string{".diskcanary-check-readset"}, probeFiles(t, m.Dir), "as the reason said")
 	require.NoError(t, os.Remove(readset))
 }
