@@ -150,21 +150,20 @@ type capacityOp func(w int) (time.Duration, error)
 // sweeper runs the steps: an open-loop dispatcher that hands each read to
 // the first of pool workers at its scheduled time.
 type sweeper struct {
-	rates         []float64
-	maxP99        time.Duration
-	pool          int
-	minOps        int
-	minTime       time.Duration
-	op            capacityOp
-	quit          chan struct{} // closed to stop between reads
-	onStep        func(CapacityStep)
-	lat, svc      []time.Duration // one step's samples, sized for the largest
-	work          chan slot
-	wg            sync.WaitGroup
-	errMu         sync.Mutex
-	err           error
-	timerfd       int
-	stoppedByQuit atomic.Bool
+	rates    []float64
+	maxP99   time.Duration
+	pool     int
+	minOps   int
+	minTime  time.Duration
+	op       capacityOp
+	quit     chan struct{}   // closed to stop between reads
+	lat, svc []time.Duration // one step's samples, sized for the largest
+	work     chan slot
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	err      error
+	timerfd  int
+	stopped  atomic.Bool
 }
 
 type slot struct {
@@ -250,7 +249,7 @@ func (w *sweeper) failed() error {
 
 // stop ends the sweep between reads (once).
 func (w *sweeper) stop() {
-	if w.stoppedByQuit.CompareAndSwap(false, true) {
+	if w.stopped.CompareAndSwap(false, true) {
 		close(w.quit)
 	}
 }
@@ -342,8 +341,8 @@ func (w *sweeper) sleepUntil(t int64) {
 }
 
 // Capacity runs the latency-bounded capacity sweep in o.Dir: 4 KiB O_DIRECT
-// random reads over the randread profile's working set (laid out and read
-// as check's randread and the daemon's read probe do), offered open-loop at
+// random reads over the randread profile's working set (laid out as check's
+// randread and the daemon's read probe do, read as the daemon's), offered open-loop at
 // each of o.Rates until a step's p99 leaves o.MaxP99 or its achieved rate
 // falls short. A signal or the timeout stops it between reads; the steps
 // done are kept and the working set removed, unless a read is hung (then
@@ -495,8 +494,11 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			closeSite = false
 			res.Knee, res.Partial = kneeOf(res.Steps), true
 			res.LeftBehind = cs.remove
-			return res, fmt.Errorf("%w after %s: a read on %s has been in flight for %v (hung disk?)%s",
-				cause, stepsDone(len(res.Steps)), o.Dir, age.Round(time.Millisecond), checkStart{file: cs.remove}.leftBehind())
+			stuck := fmt.Sprintf("a read on %s has been in flight for %v (hung disk?)", o.Dir, age.Round(time.Millisecond))
+			if age <= o.StallThreshold {
+				stuck = fmt.Sprintf("the sweep did not stop within %v", o.StallThreshold)
+			}
+			return res, fmt.Errorf("%w after %s: %s%s", cause, stepsDone(len(res.Steps)), stuck, checkStart{file: cs.remove}.leftBehind())
 		}
 	}
 }
