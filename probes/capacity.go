@@ -78,10 +78,12 @@ type CapacityOptions struct {
 	StallThreshold time.Duration
 	// KeepWorkingSet leaves the working set in Dir for the next run.
 	KeepWorkingSet bool
-	// Step, when set, is called after each step, from the goroutine that
+	// Step, when set, is called after each step, and LayOut about once a
+	// second while the working set is written, from the goroutine that
 	// waits on the sweep.
-	Step  func(CapacityStep)
-	Paths hostpath.Paths
+	Step   func(CapacityStep)
+	LayOut func(CheckProgress)
+	Paths  hostpath.Paths
 }
 
 // CapacityStep is one rate of the sweep. Latencies are measured from each
@@ -435,10 +437,24 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			sw.stop()
 		}
 	}
+	var layout <-chan struct{}
+	if o.LayOut != nil {
+		t, cancel, err := timerfdTicks(time.Second, time.Second)
+		if err == nil {
+			defer cancel()
+			layout = t
+		}
+	}
+	began := time.Now()
 	var stopped time.Time
 	var tick <-chan time.Time
 	for {
 		select {
+		case <-layout:
+			if n := fls[0].laidOut.Load(); sw == nil && n > 0 {
+				o.LayOut(CheckProgress{Elapsed: time.Since(began), LaidOut: n, WorkingSet: o.WorkingSet})
+			}
+			continue
 		case st := <-stepDone:
 			res.Steps = append(res.Steps, st)
 			if o.Step != nil {
@@ -462,7 +478,7 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			res.Partial = err != nil
 			return res, err
 		case s := <-started:
-			sw = s
+			sw, layout = s, nil
 			if cause != nil {
 				sw.stop()
 			}

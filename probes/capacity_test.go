@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/diskcanary/diskcanary/internal/testenv"
+	"github.com/diskcanary/diskcanary/internal/testfs"
 )
 
 func TestStepOpsTakesTheLargerOfCountAndTime(t *testing.T) {
@@ -172,4 +173,23 @@ func TestCapacityRemovesItsFiles(t *testing.T) {
 	entries, err = os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// While the working set is laid out, LayOut hears how far it is about once
+// a second: here the layout's final fdatasync takes 1.5 s on the FUSE test
+// filesystem, after all of its 1 MiB is written.
+func TestCapacityReportsTheLayout(t *testing.T) {
+	m := testfs.Start(t, "", "--sync-delay", "1500ms")
+	var seen []CheckProgress
+	res, err := Capacity(context.Background(), CapacityOptions{Dir: m.Dir, BlockSize: 4096, WorkingSet: 1 << 20, Rates: []float64{1000},
+		MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true,
+		LayOut: func(p CheckProgress) { seen = append(seen, p) }})
+	require.NoError(t, err)
+	require.Len(t, res.Steps, 1)
+	require.NotEmpty(t, seen)
+	for _, p := range seen {
+		require.Equal(t, int64(1<<20), p.LaidOut)
+		require.Equal(t, int64(1<<20), p.WorkingSet)
+		require.Equal(t, 0, p.Done)
+	}
 }

@@ -144,21 +144,21 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 		bs = config.DefaultReadBlockSize
 	}
 	out := cmd.OutOrStdout()
-	var progress io.Writer
-	if s := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut); s != nil {
-		progress = s.w
-	}
+	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
 	start := time.Now()
 	res, err := probes.Capacity(ctx, probes.CapacityOptions{
 		Dir: dir, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep,
 		Rates: rates, MaxP99: f.maxP99, Timeout: f.timeout, AllowUnsafeFS: f.allowUnsafe,
+		LayOut: status.progress(probes.ProfileCapacity),
 		Step: func(st probes.CapacityStep) {
-			if progress != nil {
-				fmt.Fprintf(progress, "capacity: [%.0f IOPS asked][%.1f achieved][p50=%s p99=%s][%s]\n",
+			if status != nil {
+				status.clear()
+				fmt.Fprintf(status.w, "capacity: [%.0f IOPS asked][%.1f achieved][p50=%s p99=%s][%s]\n",
 					st.AskedIOPS, st.AchievedIOPS, fmtDur(st.P50), fmtDur(st.P99), stepResult(st, f.maxP99))
 			}
 		},
 	})
+	status.clear()
 	stopped = errors.Is(err, probes.ErrInterrupted) || errors.Is(err, probes.ErrTimeout)
 	if errors.Is(err, probes.ErrTimeout) {
 		err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
