@@ -162,8 +162,8 @@ Exit status:
 	fl.BoolVar(&f.jsonOut, "json", false, "print a machine-readable result")
 	fl.StringVar(&f.blockSize, "block-size", "", fmt.Sprintf("bytes per op, e.g. 2300 or 4k (default %d for etcd, %s for randread)",
 		config.DefaultWALBlockSize, config.ByteSize(config.DefaultReadBlockSize).Show()))
-	fl.StringVar(&f.workingSet, "working-set", config.ByteSize(config.DefaultWorkingSet).Show(), "randread working-set size, e.g. 1G (pre-written with random data)")
-	fl.BoolVar(&f.keep, "keep-working-set", false, "keep the randread working set in DIR for the next run")
+	fl.StringVar(&f.workingSet, "working-set", config.ByteSize(config.DefaultWorkingSet).Show(), "randread and capacity: working-set size, e.g. 1G (pre-written with random data)")
+	fl.BoolVar(&f.keep, "keep-working-set", false, "keep the randread and capacity working set in DIR for the next run")
 	fl.StringVar(&f.minFree, "min-free", config.ByteSize(config.DefaultMinFree).Show(), "refuse to run if free space would drop below this")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
 	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
