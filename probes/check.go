@@ -578,21 +578,44 @@ func timerfdTicks(d, every time.Duration) (<-chan struct{}, func(), error) {
 	return ch, cancel, nil
 }
 
-// runCheck is job number job of a run (its own probe file).
-func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
-	// On one OS thread, as a daemon probe's loop is (probe.go).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+// checkSite is a check run's target, opened: the site, the kind's prober,
+// and what is known before the first op.
+type checkSite struct {
+	res *CheckResult
+	c   config.Probe
+	s   *site
+	k   prober
+	// remove is the probe file's path, for leftBehind; "" when kept.
+	remove string
+	// dropReadset: the randread working set is removed at close.
+	dropReadset bool
+}
+
+// close removes the working set unless it is kept, and closes the prober
+// and the site.
+func (cs *checkSite) close() {
+	if cs.dropReadset {
+		_ = cs.s.dir.remove(cs.k.(*readProbe).file)
+	}
+	cs.k.close()
+	cs.s.close()
+}
+
+// openCheckSite opens job's probe directory and prober as check runs them
+// (the randread profile's also serves the capacity sweep). A filesystem
+// that does not tell the truth is refused when it is memory, and so is a
+// refused O_DIRECT, unless o.AllowUnsafeFS; otherwise res says why its
+// latencies are not a disk's. On error res is still set (what is known).
+func openCheckSite(o CheckOptions, job int) (*checkSite, *CheckResult, error) {
 	res := &CheckResult{Profile: o.Profile, Path: o.Dir, Planned: o.Samples}
 	c, err := o.probeConfig(job)
 	if err != nil {
-		return res, err
+		return nil, res, err
 	}
 	s, err := openDirSite(o.Dir, o.Paths.Proc(), o.Paths.Sys(), slog.New(slog.DiscardHandler))
 	if err != nil {
-		return res, err
+		return nil, res, err
 	}
-	defer s.close()
 	res.Device, res.Filesystem = s.backing.Device, s.backing.FSType
 	if s.backing.Path != "" {
 		res.Path = s.backing.Path
@@ -603,37 +626,54 @@ func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *
 		// Memory has no latency to fail on either: without the opt-in,
 		// the answer is known before the first op.
 		if w == "tmpfs" && !o.AllowUnsafeFS {
-			return res, fmt.Errorf("%s is %s (memory): %w (--allow-unsafe-fs to run it anyway)", o.Dir, why, ErrUntrusted)
+			s.close()
+			return nil, res, fmt.Errorf("%s is %s (memory): %w (--allow-unsafe-fs to run it anyway)", o.Dir, why, ErrUntrusted)
 		}
 	}
 	file := filePrefix + c.Name + "-" + fileSuffix(c)
-	k := kinds[c.Kind](c, file)
-	defer k.close()
-	if err := k.open(s); err != nil {
-		return res, err
+	cs := &checkSite{res: res, c: c, s: s, k: kinds[c.Kind](c, file), remove: filepath.Join(s.dir.path, file)}
+	if err := cs.k.open(s); err != nil {
+		cs.k.close()
+		s.close()
+		return nil, res, err
 	}
-	remove := filepath.Join(s.dir.path, file)
 	if c.Kind == config.KindWAL {
 		res.Gap = c.Gap
 	}
-	if r, ok := k.(*readProbe); ok {
+	if r, ok := cs.k.(*readProbe); ok {
 		if r.odirectRefused {
 			if !o.AllowUnsafeFS {
-				return res, fmt.Errorf("%s: %w (--allow-unsafe-fs to time page-cache reads anyway)", o.Dir, errNoODirect)
+				cs.k.close()
+				s.close()
+				return nil, res, fmt.Errorf("%s: %w (--allow-unsafe-fs to time page-cache reads anyway)", o.Dir, errNoODirect)
 			}
 			r.buffered = true
 			res.Untrusted = "O_DIRECT refused: the reads come from the page cache, not the disk"
 			res.Warnings = append(res.Warnings, res.Untrusted)
 		}
 		if o.KeepWorkingSet {
-			res.WorkingSetFile, remove = remove, ""
+			res.WorkingSetFile, cs.remove = cs.remove, ""
 		} else {
-			defer func() { _ = s.dir.remove(file) }()
+			cs.dropReadset = true
 		}
 	}
+	return cs, res, nil
+}
+
+// runCheck is job number job of a run (its own probe file).
+func runCheck(o CheckOptions, job int, rec *sampleRecorder, fl *inflight, stop *atomic.Bool, started chan<- checkStart) (*CheckResult, error) {
+	// On one OS thread, as a daemon probe's loop is (probe.go).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cs, res, err := openCheckSite(o, job)
+	if err != nil {
+		return res, err
+	}
+	defer cs.close()
+	c, k := cs.c, cs.k
 	st := *res
 	st.Warnings = slices.Clone(res.Warnings)
-	started <- checkStart{res: &st, kind: c.Kind, file: remove}
+	started <- checkStart{res: &st, kind: c.Kind, file: cs.remove}
 	if _, err := k.prepare(fl, stop); err != nil {
 		res.Partial = true
 		return res, err

@@ -39,6 +39,8 @@ type checkFlags struct {
 	jobs        int
 	latLog      string
 	quiet       bool
+	rates       string
+	plot        string
 }
 
 // maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
@@ -90,6 +92,17 @@ which reads faster than etcd sees: an fdatasync after a gap costs more.
 The randread profile times 4 KiB O_DIRECT reads at random offsets of a
 working set pre-written with random data.
 
+The capacity profile finds how many read IOPS the disk gives while the
+p99 stays within --max-p99: 4 KiB O_DIRECT random reads over the randread
+working set, offered open loop at each rate of --rates in turn (each read
+due at its time whatever became of the ones before it, and timed from
+then, so a queue shows in the latency), up to 32 outstanding, each step
+at least 1,000 reads and 1 s. It stops at the first step whose p99 is
+over --max-p99 or whose achieved rate is under 90 % of the asked one,
+and reports the IOPS at the bound (the last step that held), the step
+that broke it and the curve; --plot draws it. Exit 0 when a step held,
+1 when even the first broke the bound.
+
 A FAIL is reported as soon as it is certain: once more samples are over
 --max-p99 than the p99 allows of --samples (101 of 10,000), the run stops
 and prints the percentiles of the samples taken, marked partial. Ctrl-C,
@@ -124,7 +137,8 @@ Exit status:
   64  usage error (unknown flag, bad value, more than one directory)`,
 		Example: `  diskcanary check /var/lib/etcd
   diskcanary check --profile all --json /mnt/newvolume
-  diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume`,
+  diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume
+  diskcanary check --profile capacity --plot curve.svg /mnt/newvolume`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return fmt.Errorf("check takes one directory, got %d: %q", len(args), args)
@@ -141,20 +155,22 @@ Exit status:
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.StringVar(&f.profile, "profile", probes.ProfileEtcd, "etcd (paced like etcd), fio-etcd (back to back, fio's recipe), randread, or all three")
+	fl.StringVar(&f.profile, "profile", probes.ProfileEtcd, "etcd (paced like etcd), fio-etcd (back to back, fio's recipe), randread, all three, or capacity (the read IOPS at the p99 bound)")
 	fl.IntVar(&f.samples, "samples", 10000, "timed operations per profile (p99 needs >= 1,000)")
 	fl.DurationVar(&f.maxP99, "max-p99", 10*time.Millisecond, "pass threshold for the p99 latency")
 	fl.DurationVar(&f.gap, "gap", config.DefaultWALGap, "etcd profile: pause between one op's end and the next one's start (fio's thinktime)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a machine-readable result")
 	fl.StringVar(&f.blockSize, "block-size", "", fmt.Sprintf("bytes per op, e.g. 2300 or 4k (default %d for etcd, %s for randread)",
 		config.DefaultWALBlockSize, config.ByteSize(config.DefaultReadBlockSize).Show()))
-	fl.StringVar(&f.workingSet, "working-set", config.ByteSize(config.DefaultWorkingSet).Show(), "randread working-set size, e.g. 1G (pre-written with random data)")
-	fl.BoolVar(&f.keep, "keep-working-set", false, "keep the randread working set in DIR for the next run")
+	fl.StringVar(&f.workingSet, "working-set", config.ByteSize(config.DefaultWorkingSet).Show(), "randread and capacity: working-set size, e.g. 1G (pre-written with random data)")
+	fl.BoolVar(&f.keep, "keep-working-set", false, "keep the randread and capacity working set in DIR for the next run")
 	fl.StringVar(&f.minFree, "min-free", config.ByteSize(config.DefaultMinFree).Show(), "refuse to run if free space would drop below this")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "per profile: stop after this long and report the samples taken (exit 2)")
 	fl.IntVar(&f.jobs, "jobs", 1, "etcd profiles: concurrent writers in DIR, each on its own file, judged on the worst p99")
 	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does; created once samples are in, an existing file replaced (stderr says so), a symlink refused")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no status on stderr (by default a line rewritten in place on a terminal, one line every 10s elsewhere)")
+	fl.StringVar(&f.rates, "rates", "", "capacity profile: the read IOPS asked of each step, rising, e.g. 100,200,400 (default the R10 series 100,125,160,...,1000000)")
+	fl.StringVar(&f.plot, "plot", "", "capacity profile: draw the curve (p50 and p99 against achieved IOPS, the bound, the knee) into this .svg or .png file")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
@@ -208,8 +224,19 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 		profiles = []string{f.profile}
 	case "all":
 		profiles = []string{probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead}
+	case probes.ProfileCapacity:
+		profiles = []string{f.profile}
+		if f.jobs != 1 {
+			return nil, 0, 0, 0, fmt.Errorf("--jobs applies to the etcd profiles (concurrent writers), not capacity (up to %d reads outstanding)", probes.DefaultCapacityConcurrency)
+		}
+		if f.latLog != "" {
+			return nil, 0, 0, 0, fmt.Errorf("--lat-log applies to the etcd and randread profiles, not capacity")
+		}
 	default:
-		return nil, 0, 0, 0, fmt.Errorf("--profile %q: want etcd, fio-etcd, randread or all", f.profile)
+		return nil, 0, 0, 0, fmt.Errorf("--profile %q: want etcd, fio-etcd, randread, all or capacity", f.profile)
+	}
+	if f.profile != probes.ProfileCapacity && (f.rates != "" || f.plot != "") {
+		return nil, 0, 0, 0, fmt.Errorf("--rates and --plot apply to --profile capacity")
 	}
 	if f.gap < 0 {
 		return nil, 0, 0, 0, fmt.Errorf("--gap %v: must not be negative", f.gap)
@@ -249,6 +276,12 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	profiles, ws, minFree, blockSize, err := f.usage()
 	if err != nil {
 		return &exitError{exitUsage, err}
+	}
+	var rates []float64
+	if f.profile == probes.ProfileCapacity {
+		if rates, err = f.capacityUsage(cmd.Flags().Changed); err != nil {
+			return &exitError{exitUsage, err}
+		}
 	}
 	// The same confinement as the daemon: never inside an etcd member tree,
 	// never loose at the root of a filesystem that holds other data.
@@ -290,6 +323,10 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if f.profile == probes.ProfileCapacity {
+		stopped, err = f.runCapacity(ctx, cmd, dir, rates, ws, minFree, blockSize)
+		return err
+	}
 
 	out := cmd.OutOrStdout()
 	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)

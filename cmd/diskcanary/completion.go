@@ -25,7 +25,7 @@ func registerCompletions(root *cobra.Command) {
 		switch cmd.Name() {
 		case "check":
 			_ = cmd.RegisterFlagCompletionFunc("profile",
-				fixed(probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead, "all"))
+				fixed(probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead, "all", probes.ProfileCapacity))
 		case "serve":
 			_ = cmd.RegisterFlagCompletionFunc("log.level", fixed(promslog.LevelFlagOptions...))
 			_ = cmd.RegisterFlagCompletionFunc("log.format", fixed(promslog.FormatFlagOptions...))

@@ -173,8 +173,20 @@ type Throttle struct{ Path string }
 // when the blkio controller is not mounted.
 func NewThrottle(tb TB, dev string, writeIOPS int) *Throttle {
 	tb.Helper()
+	return newThrottle(tb, dev, "blkio.throttle.write_iops_device", writeIOPS)
+}
+
+// NewReadThrottle is NewThrottle for reads: dev is limited to readIOPS
+// reads per second (a known ceiling for a capacity sweep).
+func NewReadThrottle(tb TB, dev string, readIOPS int) *Throttle {
+	tb.Helper()
+	return newThrottle(tb, dev, "blkio.throttle.read_iops_device", readIOPS)
+}
+
+func newThrottle(tb TB, dev, knob string, iops int) *Throttle {
+	tb.Helper()
 	RequireRoot(tb)
-	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_iops_device")); err != nil {
+	if _, err := os.Stat(filepath.Join(blkioRoot, knob)); err != nil {
 		tb.Skip("skipping: no cgroup-v1 blkio throttle at " + blkioRoot)
 	}
 	path := filepath.Join(blkioRoot, fmt.Sprintf("diskcanary-test-%d-%s", os.Getpid(), filepath.Base(dev)))
@@ -191,8 +203,8 @@ func NewThrottle(tb TB, dev string, writeIOPS int) *Throttle {
 		}
 		_ = os.Remove(path)
 	})
-	rule := fmt.Sprintf("%s %d", DevNumbers(tb, dev), writeIOPS)
-	if err := os.WriteFile(filepath.Join(path, "blkio.throttle.write_iops_device"), []byte(rule), 0o644); err != nil {
+	rule := fmt.Sprintf("%s %d", DevNumbers(tb, dev), iops)
+	if err := os.WriteFile(filepath.Join(path, knob), []byte(rule), 0o644); err != nil {
 		tb.Fatalf("blkio throttle %q: %v", rule, err)
 	}
 	return &Throttle{Path: path}

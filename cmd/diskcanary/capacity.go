@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/version"
+	"github.com/spf13/cobra"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/probes"
+)
+
+// maxCapacitySteps bounds --rates: the default R10 list has 41.
+const maxCapacitySteps = 100
+
+// capacityUsage checks the capacity profile's own flags and returns the
+// rates to sweep; changed says whether a flag was given.
+func (f *checkFlags) capacityUsage(changed func(string) bool) ([]float64, error) {
+	if changed("samples") {
+		return nil, fmt.Errorf("--samples does not apply to --profile capacity: each step takes at least %d reads and at least %v", probes.CapacityMinStepOps, probes.CapacityMinStepTime)
+	}
+	if changed("gap") {
+		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the reads come at the step's rate")
+	}
+	rates := probes.DefaultCapacityRates
+	if f.rates != "" {
+		fields := strings.Split(f.rates, ",")
+		if len(fields) > maxCapacitySteps {
+			return nil, fmt.Errorf("--rates: %d steps; at most %d", len(fields), maxCapacitySteps)
+		}
+		rates = make([]float64, 0, len(fields))
+		for _, s := range fields {
+			r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || math.IsNaN(r) || r <= 0 || r > probes.MaxCapacityRate {
+				return nil, fmt.Errorf("--rates %q: %q is not an IOPS rate (a number over 0, at most %d)", f.rates, s, probes.MaxCapacityRate)
+			}
+			if n := len(rates); n > 0 && r <= rates[n-1] {
+				return nil, fmt.Errorf("--rates %q: the rates must rise, and %v follows %v", f.rates, r, rates[n-1])
+			}
+			rates = append(rates, r)
+		}
+	}
+	if f.plot != "" {
+		if err := plotUsable(f.plot); err != nil {
+			return nil, err
+		}
+	}
+	return rates, nil
+}
+
+// plotUsable refuses, before anything is measured, a --plot path that
+// could not be written: an unknown format, a symlink (never followed, as
+// --lat-log's), something other than a regular file, a missing directory.
+func plotUsable(path string) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg", ".png":
+	default:
+		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("--plot %s: is a symlink; not followed: name the file itself", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("--plot %s: is not a regular file (%v)", path, fi.Mode().Type())
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--plot %s: directory %s does not exist", path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// capacityJSON is the capacity profile's --json result: the IOPS at the
+// bound, the step that broke it, and every step.
+type capacityJSON struct {
+	Version          string  `json:"version"`
+	StartTime        string  `json:"start_time"`
+	Profile          string  `json:"profile"`
+	Path             string  `json:"path"`
+	Device           string  `json:"device"`
+	Filesystem       string  `json:"filesystem"`
+	BlockSize        int64   `json:"block_size"`
+	Concurrency      int     `json:"concurrency"`
+	ThresholdSeconds float64 `json:"threshold_seconds"`
+	// IOPSAtBound is the achieved rate of the last step that held (null
+	// when none did); AskedIOPSAtBound what that step asked.
+	IOPSAtBound      *float64 `json:"iops_at_bound"`
+	AskedIOPSAtBound *float64 `json:"asked_iops_at_bound"`
+	// BoundReached: a step broke the bound (the next step after the knee);
+	// false when the rates ran out first, so the IOPS at the bound is a
+	// floor.
+	BoundReached bool               `json:"bound_reached"`
+	Partial      bool               `json:"partial"`
+	Steps        []capacityStepJSON `json:"steps"`
+	Pass         bool               `json:"pass"`
+	Verdict      string             `json:"verdict"`
+	Reason       string             `json:"reason,omitempty"`
+	Trusted      bool               `json:"trusted"`
+	Warnings     []string           `json:"warnings"`
+}
+
+type capacityStepJSON struct {
+	AskedIOPS       float64 `json:"asked_iops"`
+	AchievedIOPS    float64 `json:"achieved_iops"`
+	Ops             int     `json:"ops"`
+	Missed          int     `json:"missed"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	// LatencySeconds run from each read's scheduled start.
+	LatencySeconds    stepLatencyJSON `json:"latency_seconds"`
+	ServiceP99Seconds float64         `json:"service_p99_seconds"`
+	PoolFull          bool            `json:"pool_full"`
+	OverBound         bool            `json:"over_bound"`
+	Short             bool            `json:"short"`
+	Held              bool            `json:"held"`
+}
+
+type stepLatencyJSON struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+}
+
+// runCapacity runs the capacity profile; stopped says a signal or the
+// timeout ended it (a read may be hung there).
+func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir string, rates []float64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
+	if bs == 0 {
+		bs = config.DefaultReadBlockSize
+	}
+	out := cmd.OutOrStdout()
+	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
+	start := time.Now()
+	res, err := probes.Capacity(ctx, probes.CapacityOptions{
+		Dir: dir, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep,
+		Rates: rates, MaxP99: f.maxP99, Timeout: f.timeout, AllowUnsafeFS: f.allowUnsafe,
+		LayOut: status.progress(probes.ProfileCapacity),
+		Step: func(st probes.CapacityStep) {
+			if status != nil {
+				status.clear()
+				fmt.Fprintf(status.w, "capacity: [%.0f IOPS asked][%.1f achieved][p50=%s p99=%s][%s]\n",
+					st.AskedIOPS, st.AchievedIOPS, fmtDur(st.P50), fmtDur(st.P99), stepResult(st, f.maxP99))
+			}
+		},
+	})
+	status.clear()
+	stopped = errors.Is(err, probes.ErrInterrupted) || errors.Is(err, probes.ErrTimeout)
+	if errors.Is(err, probes.ErrTimeout) {
+		err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
+	}
+	j := f.summarizeCapacity(res, err, start, bs)
+	if f.jsonOut {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(j); err != nil {
+			return stopped, &exitError{checkExitNotKnown, err}
+		}
+	} else {
+		printCapacity(out, res, j)
+	}
+	var plotErr error
+	if f.plot != "" && len(res.Steps) > 0 {
+		plotErr = writeCurvePlot(f.plot, res, f.maxP99)
+	}
+	switch j.Verdict {
+	case verdictFail:
+		err := errors.New("capacity: even the first step broke the bound")
+		if plotErr != nil {
+			err = fmt.Errorf("%w; %w", err, plotErr)
+		}
+		return stopped, &exitError{checkExitExceeded, err}
+	case verdictNotKnown:
+		return stopped, &exitError{checkExitNotKnown, fmt.Errorf("could not measure capacity on %s: %s", dir, j.Reason)}
+	}
+	if plotErr != nil {
+		return stopped, &exitError{checkExitNotKnown, plotErr}
+	}
+	return stopped, nil
+}
+
+// summarizeCapacity judges a sweep: 0 steps or an error is "could not
+// measure" (the steps done are kept), a first step that broke the bound a
+// FAIL, a step that held a pass. As check's, a FAIL on a filesystem that
+// does not tell the truth stands, a pass there needs --allow-unsafe-fs.
+func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, start time.Time, bs int64) capacityJSON {
+	j := capacityJSON{
+		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339), Profile: probes.ProfileCapacity,
+		Path: r.Path, Device: r.Device, Filesystem: r.Filesystem, BlockSize: bs, Concurrency: r.Concurrency,
+		ThresholdSeconds: f.maxP99.Seconds(), Partial: r.Partial, Steps: []capacityStepJSON{},
+		Trusted: r.Untrusted == "", Warnings: append([]string{}, r.Warnings...),
+	}
+	for _, s := range r.Steps {
+		j.Steps = append(j.Steps, capacityStepJSON{
+			AskedIOPS: s.AskedIOPS, AchievedIOPS: s.AchievedIOPS, Ops: s.Ops, Missed: s.Missed, DurationSeconds: s.Duration.Seconds(),
+			LatencySeconds:    stepLatencyJSON{P50: s.P50.Seconds(), P90: s.P90.Seconds(), P99: s.P99.Seconds(), P999: s.P999.Seconds(), Max: s.Max.Seconds()},
+			ServiceP99Seconds: s.ServiceP99.Seconds(), PoolFull: s.PoolFull, OverBound: s.OverBound, Short: s.Short, Held: s.Held(),
+		})
+	}
+	if r.Knee >= 0 {
+		k := r.Steps[r.Knee]
+		j.IOPSAtBound, j.AskedIOPSAtBound = &k.AchievedIOPS, &k.AskedIOPS
+	}
+	j.BoundReached = r.Knee+1 < len(r.Steps)
+	switch {
+	case err != nil:
+		j.Verdict, j.Reason = verdictNotKnown, err.Error()
+	case len(r.Steps) == 0:
+		j.Verdict, j.Reason = verdictNotKnown, "no steps"
+	case r.Knee < 0:
+		j.Verdict = verdictFail
+	case r.Untrusted != "" && !f.allowUnsafe:
+		j.Verdict, j.Reason = verdictNotKnown, r.Untrusted+" (--allow-unsafe-fs to judge it anyway)"
+	default:
+		j.Verdict = verdictPass
+		if r.Untrusted != "" {
+			j.Warnings = append(j.Warnings, "accepted with --allow-unsafe-fs: this capacity does not describe a disk")
+		}
+		if !j.BoundReached {
+			j.Warnings = append(j.Warnings, fmt.Sprintf("no step broke the bound: the disk holds at least %.0f IOPS; ask higher --rates to find its bound", *j.IOPSAtBound))
+		}
+	}
+	j.Pass = j.Verdict == verdictPass
+	return j
+}
+
+// stepResult says whether a step held, and if not why.
+func stepResult(s probes.CapacityStep, bound time.Duration) string {
+	var why []string
+	if s.OverBound {
+		why = append(why, "p99 over "+fmtDur(bound))
+	}
+	if s.Short {
+		why = append(why, "rate short")
+	}
+	if len(why) == 0 {
+		return "held"
+	}
+	return strings.Join(why, ", ")
+}
+
+// printCapacity prints the curve as a table and the answer under it.
+func printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
+	where := r.Filesystem
+	if r.Device != "" {
+		where += " on " + r.Device
+	}
+	fmt.Fprintf(w, "diskcanary check: capacity profile, %s (%s)\n", r.Path, where)
+	fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
+	fmt.Fprintf(w, "  latency from each read's scheduled start\n")
+	if len(r.Steps) > 0 {
+		fmt.Fprintf(w, "  %10s %10s %10s %10s %10s %10s  %s\n", "asked", "achieved", "p50", "p90", "p99", "p99.9", "result")
+	}
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "  %10.0f %10.1f %10s %10s %10s %10s  %s\n", s.AskedIOPS, s.AchievedIOPS,
+			fmtDur(s.P50), fmtDur(s.P90), fmtDur(s.P99), fmtDur(s.P999), stepResult(s, time.Duration(j.ThresholdSeconds*1e9)))
+	}
+	for _, warn := range j.Warnings {
+		fmt.Fprintf(w, "  WARNING: %s\n", warn)
+	}
+	if r.WorkingSetFile != "" {
+		fmt.Fprintf(w, "  working set kept: %s\n", r.WorkingSetFile)
+	}
+	bound := fmtSec(j.ThresholdSeconds)
+	if r.Knee >= 0 {
+		k := r.Steps[r.Knee]
+		fmt.Fprintf(w, "  IOPS at the p99 bound of %s: %.0f (asked %.0f, p99 %s)", bound, k.AchievedIOPS, k.AskedIOPS, fmtDur(k.P99))
+		if j.BoundReached {
+			n := r.Steps[r.Knee+1]
+			fmt.Fprintf(w, "; the next step, %.0f asked, broke it (%.1f achieved, p99 %s)", n.AskedIOPS, n.AchievedIOPS, fmtDur(n.P99))
+		}
+		fmt.Fprintln(w)
+	}
+	switch j.Verdict {
+	case verdictPass:
+		fmt.Fprintf(w, "  PASS: %d of %d steps held\n\n", r.Knee+1, len(r.Steps))
+	case verdictFail:
+		f := r.Steps[0]
+		fmt.Fprintf(w, "  FAIL: the first step, %.0f IOPS asked, broke the bound (%s)\n\n", f.AskedIOPS, stepResult(f, time.Duration(j.ThresholdSeconds*1e9)))
+	default:
+		fmt.Fprintf(w, "  COULD NOT MEASURE: %s\n\n", j.Reason)
+	}
+}

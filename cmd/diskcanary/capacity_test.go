@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Bad input is refused before anything is measured: exit 64, a message
+// naming the flag and the fix, and nothing created in DIR or at the plot
+// path.
+func TestCapacityUsageErrors(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "canary")
+	link := filepath.Join(parent, "link.svg")
+	require.NoError(t, os.Symlink(filepath.Join(parent, "elsewhere.svg"), link))
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--max-p99", "0s"}, "--max-p99 0s: must be positive"},
+		{[]string{"--max-p99", "-1ms"}, "--max-p99 -1ms: must be positive"},
+		{[]string{"--rates", "100,200,200"}, `--rates "100,200,200": the rates must rise, and 200 follows 200`},
+		{[]string{"--rates", "400,200"}, `--rates "400,200": the rates must rise, and 200 follows 400`},
+		{[]string{"--rates", "100,,200"}, `--rates "100,,200": "" is not an IOPS rate (a number over 0, at most 1000000)`},
+		{[]string{"--rates", "0,100"}, `--rates "0,100": "0" is not an IOPS rate (a number over 0, at most 1000000)`},
+		{[]string{"--rates", "100,NaN"}, `--rates "100,NaN": "NaN" is not an IOPS rate (a number over 0, at most 1000000)`},
+		{[]string{"--rates", "100,2000000"}, `--rates "100,2000000": "2000000" is not an IOPS rate (a number over 0, at most 1000000)`},
+		{[]string{"--rates", "1k"}, `--rates "1k": "1k" is not an IOPS rate (a number over 0, at most 1000000)`},
+		{[]string{"--rates", strings.Repeat("1,", 100) + "1"}, "--rates: 101 steps; at most 100"},
+		{[]string{"--plot", filepath.Join(parent, "missing", "curve.svg")}, "--plot " + filepath.Join(parent, "missing", "curve.svg") + ": directory " + filepath.Join(parent, "missing") + " does not exist"},
+		{[]string{"--plot", filepath.Join(parent, "curve.pdf")}, "--plot " + filepath.Join(parent, "curve.pdf") + ": want a .svg or .png file"},
+		{[]string{"--plot", parent + "/"}, "--plot " + parent + "/: want a .svg or .png file"},
+		{[]string{"--plot", link}, "--plot " + link + ": is a symlink; not followed: name the file itself"},
+		{[]string{"--jobs", "2"}, "--jobs applies to the etcd profiles (concurrent writers), not capacity (up to 32 reads outstanding)"},
+		{[]string{"--lat-log", filepath.Join(parent, "lat.csv")}, "--lat-log applies to the etcd and randread profiles, not capacity"},
+		{[]string{"--samples", "2000"}, "--samples does not apply to --profile capacity: each step takes at least 1000 reads and at least 1s"},
+		{[]string{"--gap", "1ms"}, "--gap does not apply to --profile capacity: the reads come at the step's rate"},
+	} {
+		_, code, err := runCLI(t, append([]string{"check", dir, "--profile", "capacity"}, tc.args...)...)
+		require.Equal(t, 64, code, "%q: %v", tc.args, err)
+		require.EqualError(t, err, tc.err, "%q", tc.args)
+	}
+	// The capacity flags on another profile.
+	for _, args := range [][]string{{"--rates", "100,200"}, {"--plot", filepath.Join(parent, "c.svg")}} {
+		_, code, err := runCLI(t, append([]string{"check", dir}, args...)...)
+		require.Equal(t, 64, code)
+		require.EqualError(t, err, "--rates and --plot apply to --profile capacity")
+	}
+	require.NoDirExists(t, dir)
+	entries, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only the test's symlink")
+}
+
+// A sweep whose rates run out before the bound: exit 0, every step in the
+// JSON with its percentiles, the IOPS at the bound a floor (a warning says
+// so), the plot drawn, and DIR and its working set gone.
+func TestCapacityJSONAndPlot(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "canary")
+	plot := filepath.Join(parent, "curve.svg")
+	out, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,1500", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--json", "--quiet", "--plot", plot)
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	keys := []string{}
+	for k := range got {
+		keys = append(keys, k)
+	}
+	require.ElementsMatch(t, []string{"version", "start_time", "profile", "path", "device", "filesystem", "block_size", "concurrency",
+		"threshold_seconds", "iops_at_bound", "asked_iops_at_bound", "bound_reached", "partial", "steps", "pass", "verdict",
+		"trusted", "warnings"}, keys)
+	var j capacityJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	require.Equal(t, "capacity", j.Profile)
+	require.EqualValues(t, 4096, j.BlockSize)
+	require.Equal(t, 32, j.Concurrency)
+	require.Equal(t, 2.0, j.ThresholdSeconds)
+	require.Equal(t, "pass", j.Verdict)
+	require.False(t, j.Partial)
+	require.False(t, j.BoundReached)
+	require.Len(t, j.Steps, 2)
+	for i, asked := range []float64{1000, 1500} {
+		s := j.Steps[i]
+		require.Equal(t, asked, s.AskedIOPS)
+		require.Equal(t, int(asked), s.Ops, "a second's worth, at least 1,000")
+		require.True(t, s.Held)
+		require.Greater(t, s.LatencySeconds.P50, 0.0)
+		require.LessOrEqual(t, s.LatencySeconds.P50, s.LatencySeconds.P90)
+		require.LessOrEqual(t, s.LatencySeconds.P90, s.LatencySeconds.P99)
+		require.LessOrEqual(t, s.LatencySeconds.P99, s.LatencySeconds.P999)
+		require.LessOrEqual(t, s.AchievedIOPS, asked, "open loop: never more than asked")
+	}
+	require.Equal(t, 1500.0, *j.AskedIOPSAtBound)
+	require.Equal(t, j.Steps[1].AchievedIOPS, *j.IOPSAtBound)
+	require.Len(t, j.Warnings, 1)
+	require.Regexp(t, `^no step broke the bound: the disk holds at least 1[45]\d\d IOPS; ask higher --rates to find its bound$`, j.Warnings[0])
+	require.True(t, j.Trusted)
+	svg, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(svg), "<?xml"), "an SVG")
+	require.Contains(t, string(svg), "knee: ")
+	require.Contains(t, string(svg), "p99 bound 2.000s")
+	require.NoDirExists(t, dir, "check removes the directory it created, the working set first")
+}
+
+// Even the first step over the bound is a FAIL: exit 1, the table says
+// which step and why.
+func TestCapacityFirstStepOverTheBound(t *testing.T) {
+	dir := t.TempDir()
+	out, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,2000", "--max-p99", "1ns",
+		"--working-set", "1m", "--min-free", "0", "--quiet")
+	require.Equal(t, 1, code, out)
+	require.EqualError(t, err, "capacity: even the first step broke the bound")
+	require.Contains(t, out, "  FAIL: the first step, 1000 IOPS asked, broke the bound (p99 over 0.0µs)\n")
+	require.NotContains(t, out, "IOPS at the p99 bound")
+	require.Equal(t, 1, strings.Count(out, "p99 over 0.0µs\n"), "one step, the sweep stopped there:\n%s", out)
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries)
+}
+
+// --timeout (as Ctrl-C) ends the sweep between two reads: the steps done
+// are printed, marked partial, exit 2 with the reason, the working set
+// removed.
+func TestCapacityTimeoutKeepsTheStepsDone(t *testing.T) {
+	dir := t.TempDir()
+	// Each step takes 1 s: the first is done (at most 1.25 s: it stops
+	// issuing reads then), the second is not.
+	out, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,1100", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--json", "--quiet", "--timeout", "1600ms")
+	require.Equal(t, 2, code, out)
+	require.EqualError(t, err, "could not measure capacity on "+dir+": --timeout 1.6s: timed out after 1 step")
+	var j capacityJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	require.True(t, j.Partial)
+	require.Equal(t, "could not measure", j.Verdict)
+	require.Equal(t, "--timeout 1.6s: timed out after 1 step", j.Reason)
+	require.Len(t, j.Steps, 1)
+	require.Equal(t, 1000.0, j.Steps[0].AskedIOPS)
+	require.Equal(t, 1000.0, *j.AskedIOPSAtBound, "the step done held")
+	require.False(t, j.BoundReached)
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "the working set is removed")
+}

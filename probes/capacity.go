@@ -1,0 +1,564 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/hostpath"
+)
+
+// ProfileCapacity is check's latency-bounded capacity sweep: 4 KiB O_DIRECT
+// random reads over the randread profile's working set, offered open-loop
+// at rising rates until the p99 leaves its bound.
+const ProfileCapacity = "capacity"
+
+// The sweep's defaults.
+const (
+	// DefaultCapacityConcurrency bounds the reads outstanding at once: a
+	// queue deep enough for an SSD's parallelism, and a cap on what the
+	// sweep can pile onto a struggling disk.
+	DefaultCapacityConcurrency = 32
+	// CapacityMinStepOps and CapacityMinStepTime size a step: a p99 needs
+	// 1,000 samples behind it (docs/contract.md, measurement rule 1), and a
+	// step of at least a second spans several of a throttle's slices.
+	CapacityMinStepOps  = 1000
+	CapacityMinStepTime = time.Second
+	// MaxCapacityRate bounds --rates, so a step's samples (16 bytes
+	// each) take at most 16 MB.
+	MaxCapacityRate = 1_000_000
+	// capacityHeld: a step whose achieved rate is under 90 % of the asked
+	// one did not carry its load.
+	capacityHeld = 0.9
+	// capacityGrace: a step stops issuing reads 25 % past its planned
+	// length; the reads it never issued count as late (missed).
+	capacityGrace = 1.25
+)
+
+// DefaultCapacityRates is the sweep's rate list: the R10 preferred numbers
+// (×1.25 a step, ten a decade) from 100 to 1,000,000 IOPS, so the bound is
+// known within 25 %.
+var DefaultCapacityRates = func() []float64 {
+	r10 := []float64{1, 1.25, 1.6, 2, 2.5, 3.15, 4, 5, 6.3, 8}
+	var rates []float64
+	for decade := 100.0; decade < MaxCapacityRate; decade *= 10 {
+		for _, m := range r10 {
+			rates = append(rates, m*decade)
+		}
+	}
+	return append(rates, MaxCapacityRate)
+}()
+
+// CapacityOptions configure a capacity sweep.
+type CapacityOptions struct {
+	Dir        string
+	BlockSize  int64
+	WorkingSet int64
+	MinFree    int64
+	// Rates are the IOPS asked of each step, rising.
+	Rates  []float64
+	MaxP99 time.Duration
+	// Concurrency bounds the reads outstanding; 0 is the default.
+	Concurrency int
+	// MinStepOps and MinStepTime size each step; 0 are the defaults.
+	MinStepOps  int
+	MinStepTime time.Duration
+	// Timeout ends the sweep after this long, the steps done kept; 0 = never.
+	Timeout        time.Duration
+	AllowUnsafeFS  bool
+	StallThreshold time.Duration
+	// KeepWorkingSet leaves the working set in Dir for the next run.
+	KeepWorkingSet bool
+	// Step, when set, is called after each step, and LayOut about once a
+	// second while the working set is written, from the goroutine that
+	// waits on the sweep.
+	Step   func(CapacityStep)
+	LayOut func(CheckProgress)
+	Paths  hostpath.Paths
+}
+
+// CapacityStep is one rate of the sweep. Latencies are measured from each
+// read's scheduled start, not from when it was issued: a read that waits
+// for a free slot, or for the dispatcher, carries that wait (coordinated
+// omission); ServiceP99 is the pread alone.
+type CapacityStep struct {
+	AskedIOPS, AchievedIOPS float64
+	// Ops were scheduled; Missed of them were never issued before the step
+	// gave up (their latency counts as the wait until then, a lower bound).
+	Ops, Missed   int
+	Duration      time.Duration
+	P50, P90, P99 time.Duration
+	P999, Max     time.Duration
+	ServiceP99    time.Duration
+	// PoolFull: some read waited for one of the Concurrency slots.
+	PoolFull bool
+	// OverBound: the p99 was over MaxP99; Short: the achieved rate was
+	// under 90 % of the asked one. Either ends the sweep.
+	OverBound, Short bool
+}
+
+// Held is whether the step stayed within the bound at its rate.
+func (s CapacityStep) Held() bool { return !s.OverBound && !s.Short }
+
+// CapacityResult is a sweep's outcome; Capacity returns one even with an
+// error, with the steps done.
+type CapacityResult struct {
+	Path, Device, Filesystem string
+	Concurrency              int
+	Steps                    []CapacityStep
+	// Knee is the index of the last step that held before the first that
+	// did not, -1 when the first did not.
+	Knee int
+	// Partial: the sweep stopped before a step broke the bound or the
+	// rates ran out (a signal, --timeout, an error).
+	Partial   bool
+	Warnings  []string
+	Untrusted string
+	// WorkingSetFile is the working set, if kept.
+	WorkingSetFile string
+	// LeftBehind names the working set when a hung read keeps it.
+	LeftBehind string
+}
+
+// kneeOf is the last step that held before the first that did not.
+func kneeOf(steps []CapacityStep) int {
+	for i, s := range steps {
+		if !s.Held() {
+			return i - 1
+		}
+	}
+	return len(steps) - 1
+}
+
+// stepOps is how many reads a step at rate schedules: at least minOps and
+// at least minTime's worth.
+func stepOps(rate float64, minOps int, minTime time.Duration) int {
+	return max(minOps, int(math.Ceil(rate*minTime.Seconds())))
+}
+
+// capacityOp does one read on worker w's own buffer and returns its
+// service time.
+type capacityOp func(w int) (time.Duration, error)
+
+// sweeper runs the steps: an open-loop dispatcher that hands each read to
+// the first of pool workers at its scheduled time.
+type sweeper struct {
+	rates    []float64
+	maxP99   time.Duration
+	pool     int
+	minOps   int
+	minTime  time.Duration
+	op       capacityOp
+	quit     chan struct{}   // closed to stop between reads
+	lat, svc []time.Duration // one step's samples, sized for the largest
+	work     chan slot
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	err      error
+	timerfd  int
+	stopped  atomic.Bool
+}
+
+type slot struct {
+	i     int
+	sched int64 // nanotime the read was due
+}
+
+func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime time.Duration, op capacityOp) *sweeper {
+	most := 0
+	for _, r := range rates {
+		most = max(most, stepOps(r, minOps, minTime))
+	}
+	return &sweeper{rates: rates, maxP99: maxP99, pool: pool, minOps: minOps, minTime: minTime, op: op,
+		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), work: make(chan slot), timerfd: -1}
+}
+
+// run sweeps the rates until a step does not hold, calling done after each
+// step; it returns the steps done and why it stopped early (nil when a
+// step broke the bound or the rates ran out).
+func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("timerfd: %w", err)
+	}
+	w.timerfd = fd
+	defer unix.Close(fd)
+	var workers sync.WaitGroup
+	for i := range w.pool {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			w.worker(i)
+		}()
+	}
+	defer func() {
+		close(w.work)
+		workers.Wait()
+	}()
+	var steps []CapacityStep
+	for _, rate := range w.rates {
+		st, complete := w.step(rate)
+		if err := w.failed(); err != nil {
+			return steps, err
+		}
+		if !complete {
+			return steps, errInterrupted
+		}
+		steps = append(steps, st)
+		done(st)
+		if !st.Held() {
+			break
+		}
+	}
+	return steps, nil
+}
+
+func (w *sweeper) worker(id int) {
+	for s := range w.work {
+		svc, err := w.op(id)
+		w.lat[s.i] = time.Duration(nanotime() - s.sched)
+		w.svc[s.i] = svc
+		if err != nil {
+			w.fail(err)
+		}
+		w.wg.Done()
+	}
+}
+
+func (w *sweeper) fail(err error) {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	if w.err == nil {
+		w.err = err
+		w.stop()
+	}
+}
+
+func (w *sweeper) failed() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
+}
+
+// stop ends the sweep between reads (once).
+func (w *sweeper) stop() {
+	if w.stopped.CompareAndSwap(false, true) {
+		close(w.quit)
+	}
+}
+
+// step offers n reads at rate: read i is due at start + i/rate whatever
+// became of the ones before it, and its latency runs from then. complete
+// is false when the sweep was stopped during the step.
+func (w *sweeper) step(rate float64) (st CapacityStep, complete bool) {
+	n := stepOps(rate, w.minOps, w.minTime)
+	st = CapacityStep{AskedIOPS: rate, Ops: n}
+	period := 1e9 / rate
+	planned := float64(n) * period
+	start := nanotime() + int64(time.Millisecond)
+	deadline := start + int64(planned*capacityGrace)
+	var late *time.Timer
+	issued := 0
+	w.wg.Add(n)
+dispatch:
+	for ; issued < n; issued++ {
+		s := slot{i: issued, sched: start + int64(float64(issued)*period)}
+		w.sleepUntil(s.sched)
+		select {
+		case <-w.quit:
+			break dispatch
+		case w.work <- s:
+			continue
+		default:
+		}
+		st.PoolFull = true
+		if late == nil {
+			late = time.NewTimer(time.Duration(deadline - nanotime()))
+			defer late.Stop()
+		}
+		select {
+		case <-w.quit:
+			break dispatch
+		case w.work <- s:
+		case <-late.C:
+			break dispatch
+		}
+	}
+	gaveUp := nanotime()
+	w.wg.Add(issued - n)
+	w.wg.Wait()
+	select {
+	case <-w.quit:
+		return st, false
+	default:
+	}
+	span := max(nanotime()-start, int64(planned))
+	for i := issued; i < n; i++ {
+		w.lat[i] = time.Duration(gaveUp - (start + int64(float64(i)*period)))
+		w.svc[i] = 0
+	}
+	st.Missed = n - issued
+	st.Duration = time.Duration(span)
+	st.AchievedIOPS = float64(issued) / (float64(span) / 1e9)
+	lat, svc := w.lat[:n], w.svc[:n]
+	slices.Sort(lat)
+	slices.Sort(svc[:issued])
+	st.P50, st.P90, st.P99, st.P999, st.Max = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99), Percentile(lat, 99.9), lat[n-1]
+	st.ServiceP99 = Percentile(svc[:issued], 99)
+	st.OverBound = st.P99 > w.maxP99
+	st.Short = st.AchievedIOPS < capacityHeld*rate
+	return st, true
+}
+
+// sleepUntil sleeps on the timerfd until the monotonic clock reads t
+// (nanotime's clock); a wait under 50µs is spun with yields instead, as a
+// timer's slack would be longer than the wait.
+func (w *sweeper) sleepUntil(t int64) {
+	for {
+		d := t - nanotime()
+		switch {
+		case d <= 0:
+			return
+		case d < 50_000:
+			runtime.Gosched()
+			continue
+		}
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(t)}
+		if unix.TimerfdSettime(w.timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
+			time.Sleep(time.Duration(d))
+			continue
+		}
+		var b [8]byte
+		_, _ = unix.Read(w.timerfd, b[:])
+	}
+}
+
+// Capacity runs the latency-bounded capacity sweep in o.Dir: 4 KiB O_DIRECT
+// random reads over the randread profile's working set (laid out as check's
+// randread and the daemon's read probe do, read as the daemon's), offered open-loop at
+// each of o.Rates until a step's p99 leaves o.MaxP99 or its achieved rate
+// falls short. A signal or the timeout stops it between reads; the steps
+// done are kept and the working set removed, unless a read is hung (then
+// LeftBehind names it, as check does).
+func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
+	if o.StallThreshold <= 0 {
+		o.StallThreshold = config.DefaultStallThreshold
+	}
+	pool := o.Concurrency
+	if pool <= 0 {
+		pool = DefaultCapacityConcurrency
+	}
+	minOps, minTime := o.MinStepOps, o.MinStepTime
+	if minOps <= 0 {
+		minOps = CapacityMinStepOps
+	}
+	if minTime <= 0 {
+		minTime = CapacityMinStepTime
+	}
+	res := &CapacityResult{Path: o.Dir, Concurrency: pool, Knee: -1}
+	co := CheckOptions{Dir: o.Dir, Profile: ProfileRandRead, Samples: 1, BlockSize: o.BlockSize,
+		WorkingSet: o.WorkingSet, KeepWorkingSet: o.KeepWorkingSet, MinFree: o.MinFree, AllowUnsafeFS: o.AllowUnsafeFS, Paths: o.Paths}
+	cs, cr, err := openCheckSite(co, 0)
+	res.Path, res.Device, res.Filesystem = cr.Path, cr.Device, cr.Filesystem
+	res.Warnings, res.Untrusted, res.WorkingSetFile = cr.Warnings, cr.Untrusted, cr.WorkingSetFile
+	if err != nil {
+		return res, err
+	}
+	closeSite := true
+	defer func() {
+		if closeSite {
+			cs.close()
+		}
+	}()
+	// No GC while measuring, and a P for each worker, the dispatcher and
+	// this goroutine, so a read that returns never waits for one. The
+	// reads enter syscall state as the daemon's do (timedio.go), not raw
+	// as check's randread: a raw read holds its P, and a hung one would
+	// then hang the stop-the-world that restoring GOMAXPROCS needs.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))
+
+	r := cs.k.(*readProbe)
+	fls := make([]*inflight, pool)
+	for i := range fls {
+		fls[i] = newInflight()
+	}
+	stop := new(atomic.Bool)
+	var sw *sweeper
+	type outcome struct {
+		steps []CapacityStep
+		err   error
+	}
+	done := make(chan outcome, 1)
+	stepDone := make(chan CapacityStep, len(o.Rates))
+	started := make(chan *sweeper, 1)
+	go func() {
+		if _, err := r.prepare(fls[0], stop); err != nil {
+			done <- outcome{err: err}
+			return
+		}
+		op, free, err := readOps(r, fls)
+		if err != nil {
+			done <- outcome{err: err}
+			return
+		}
+		defer free()
+		s := newSweeper(o.Rates, o.MaxP99, pool, minOps, minTime, op)
+		started <- s
+		if stop.Load() {
+			s.stop()
+		}
+		steps, err := s.run(func(st CapacityStep) { stepDone <- st })
+		done <- outcome{steps, err}
+	}()
+	expired, cancelTimer, err := timerfdTicks(o.Timeout, 0)
+	if err != nil {
+		return res, err
+	}
+	defer cancelTimer()
+	var cause error
+	halt := func(c error) {
+		cause = c
+		stop.Store(true)
+		select {
+		case sw = <-started:
+		default:
+		}
+		if sw != nil {
+			sw.stop()
+		}
+	}
+	var layout <-chan struct{}
+	if o.LayOut != nil {
+		t, cancel, err := timerfdTicks(time.Second, time.Second)
+		if err == nil {
+			defer cancel()
+			layout = t
+		}
+	}
+	began := time.Now()
+	var stopped time.Time
+	var tick <-chan time.Time
+	for {
+		select {
+		case <-layout:
+			if n := fls[0].laidOut.Load(); sw == nil && n > 0 {
+				o.LayOut(CheckProgress{Elapsed: time.Since(began), LaidOut: n, WorkingSet: o.WorkingSet})
+			}
+			continue
+		case st := <-stepDone:
+			res.Steps = append(res.Steps, st)
+			if o.Step != nil {
+				o.Step(st)
+			}
+			continue
+		case out := <-done:
+			// Steps reported before the sweep ended are all in stepDone.
+			for len(stepDone) > 0 {
+				st := <-stepDone
+				res.Steps = append(res.Steps, st)
+				if o.Step != nil {
+					o.Step(st)
+				}
+			}
+			res.Knee = kneeOf(res.Steps)
+			err := out.err
+			if cause != nil {
+				err = fmt.Errorf("%w after %s", cause, stepsDone(len(res.Steps)))
+			}
+			res.Partial = err != nil
+			return res, err
+		case s := <-started:
+			sw, layout = s, nil
+			if cause != nil {
+				sw.stop()
+			}
+			continue
+		case <-ctx.Done():
+			halt(ErrInterrupted)
+		case <-expired:
+			halt(ErrTimeout)
+		case <-tick:
+		}
+		if cause == nil {
+			continue
+		}
+		if stopped.IsZero() {
+			stopped = time.Now()
+			t := time.NewTicker(5 * time.Millisecond)
+			defer t.Stop()
+			tick = t.C
+			expired, ctx = nil, context.Background()
+		}
+		// A working disk ends the reads in flight within milliseconds;
+		// one in flight past the stall threshold is hung: give up on it
+		// and leave the working set, which it holds, behind (leftBehind).
+		var age time.Duration
+		for _, fl := range fls {
+			age = max(age, fl.age())
+		}
+		if age > o.StallThreshold || time.Since(stopped) > o.StallThreshold {
+			closeSite = false
+			res.Knee, res.Partial = kneeOf(res.Steps), true
+			res.LeftBehind = cs.remove
+			stuck := fmt.Sprintf("a read on %s has been in flight for %v (hung disk?)", o.Dir, age.Round(time.Millisecond))
+			if age <= o.StallThreshold {
+				stuck = fmt.Sprintf("the sweep did not stop within %v", o.StallThreshold)
+			}
+			return res, fmt.Errorf("%w after %s: %s%s", cause, stepsDone(len(res.Steps)), stuck, checkStart{file: cs.remove}.leftBehind())
+		}
+	}
+}
+
+// stepsDone counts the steps a stopped sweep kept.
+func stepsDone(n int) string {
+	if n == 1 {
+		return "1 step"
+	}
+	return fmt.Sprintf("%d steps", n)
+}
+
+// readOps gives each worker its own aligned buffer, offset picker and
+// in-flight mark over r's file, and returns the op and what frees them.
+func readOps(r *readProbe, fls []*inflight) (capacityOp, func(), error) {
+	bufs := make([][]byte, len(fls))
+	pickers := make([]*blockPicker, len(fls))
+	times := make([][2]int64, len(fls)) // offset, duration
+	free := func() {
+		for _, b := range bufs {
+			freeBuffer(b)
+		}
+	}
+	for i := range bufs {
+		b, err := alignedBuffer(int(r.bs))
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+		bufs[i] = b
+		pickers[i] = newBlockPicker(r.picker.lo, r.picker.hi)
+	}
+	where := r.s.where()
+	op := func(w int) (time.Duration, error) {
+		t := &times[w]
+		t[0] = pickers[w].next() * r.bs
+		done, short, errno := timedPreads(fls[w], false, nil, r.fd, bufs[w], t[0:1], t[1:2])
+		switch {
+		case errno != 0:
+			return 0, &opError{"read", where, errno}
+		case short || done != 1:
+			return 0, &opError{"read", where, errShortIO}
+		}
+		return time.Duration(t[1]), nil
+	}
+	return op, free, nil
+}

@@ -1,0 +1,195 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/internal/testkit"
+	"github.com/diskcanary/diskcanary/internal/testkit/testfs"
+)
+
+func TestStepOpsTakesTheLargerOfCountAndTime(t *testing.T) {
+	require.Equal(t, 1000, stepOps(100, 1000, time.Second), "10 s at 100 IOPS: the count rules")
+	require.Equal(t, 1250, stepOps(1250, 1000, time.Second), "a second's worth")
+	require.Equal(t, 5000, stepOps(5000, 1000, time.Second))
+	require.Equal(t, 1, stepOps(1, 1, 0))
+}
+
+func TestDefaultCapacityRatesAreR10(t *testing.T) {
+	r := DefaultCapacityRates
+	require.Len(t, r, 41)
+	require.Equal(t, []float64{100, 125, 160, 200, 250, 315, 400, 500, 630, 800, 1000, 1250}, r[:12])
+	require.Equal(t, []float64{630_000, 800_000, 1_000_000}, r[38:])
+}
+
+func TestKneeIsTheLastStepBeforeTheFirstBreak(t *testing.T) {
+	held := CapacityStep{}
+	over := CapacityStep{OverBound: true}
+	short := CapacityStep{Short: true}
+	require.Equal(t, -1, kneeOf(nil))
+	require.Equal(t, -1, kneeOf([]CapacityStep{over}), "the first step broke: no knee")
+	require.Equal(t, 0, kneeOf([]CapacityStep{held, short}))
+	require.Equal(t, 2, kneeOf([]CapacityStep{held, held, held, over}))
+	require.Equal(t, 2, kneeOf([]CapacityStep{held, held, held}), "the rates ran out: the last one")
+	// A step that held after a break does not move the knee up.
+	require.Equal(t, 1, kneeOf([]CapacityStep{held, held, short, held}))
+}
+
+// sleepOp is a fake read whose service time is d (a sleep: only ever
+// longer, so the assertions below are lower bounds where load could
+// lengthen them).
+func sleepOp(d time.Duration) capacityOp {
+	return func(int) (time.Duration, error) {
+		t0 := time.Now()
+		time.Sleep(d)
+		return time.Since(t0), nil
+	}
+}
+
+// The open-loop accounting: one slot, 3 ms reads, asked 400 IOPS (one due
+// every 2.5 ms). Read k is due at 2.5k ms but can start only at 3k ms, so
+// it ends at 3(k+1) ms: its latency from its scheduled start is
+// 0.5k + 3 ms, 27.5 ms at the p50 (k=49) and 52 ms at the p99 (k=98) of
+// 100, where a closed loop would report 3 ms for every read. The 100 reads
+// take 300 ms, not the planned 250: 333 IOPS achieved, short of 90 % of 400.
+func TestSweepTimesFromTheScheduledStart(t *testing.T) {
+	w := newSweeper([]float64{400}, 10*time.Millisecond, 1, 100, time.Millisecond, sleepOp(3*time.Millisecond))
+	steps, err := w.run(func(CapacityStep) {})
+	require.NoError(t, err)
+	require.Len(t, steps, 1)
+	s := steps[0]
+	t.Logf("p50 %v p99 %v service p99 %v achieved %.0f missed %d", s.P50, s.P99, s.ServiceP99, s.AchievedIOPS, s.Missed)
+	require.Equal(t, 400.0, s.AskedIOPS)
+	require.Equal(t, 100, s.Ops)
+	require.GreaterOrEqual(t, s.P50, 27*time.Millisecond)
+	require.GreaterOrEqual(t, s.P99, 51*time.Millisecond)
+	require.GreaterOrEqual(t, s.ServiceP99, 3*time.Millisecond)
+	require.Less(t, s.AchievedIOPS, 340.0)
+	require.True(t, s.PoolFull, "reads waited for the one slot")
+	require.True(t, s.OverBound)
+	require.True(t, s.Short)
+	require.Equal(t, -1, kneeOf(steps))
+}
+
+// The same 3 ms reads on one slot carry 100 and 200 IOPS (due every 10 and
+// 5 ms) within a 20 ms bound, and break at 400 as above; the sweep stops
+// there and never asks 800.
+func TestSweepStopsAtTheFirstStepThatBreaks(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	var seen []float64
+	w := newSweeper([]float64{100, 200, 400, 800}, 20*time.Millisecond, 1, 100, time.Millisecond, sleepOp(3*time.Millisecond))
+	steps, err := w.run(func(s CapacityStep) { seen = append(seen, s.AskedIOPS) })
+	require.NoError(t, err)
+	require.Equal(t, []float64{100, 200, 400}, seen)
+	require.Len(t, steps, 3)
+	for _, s := range steps[:2] {
+		t.Logf("%.0f IOPS: achieved %.1f p99 %v", s.AskedIOPS, s.AchievedIOPS, s.P99)
+		require.True(t, s.Held(), "%+v", s)
+		require.Equal(t, 0, s.Missed)
+		require.GreaterOrEqual(t, s.P50, 3*time.Millisecond)
+		require.InDelta(t, s.AskedIOPS, s.AchievedIOPS, s.AskedIOPS*0.02, "on schedule: the achieved rate is the asked one")
+	}
+	require.False(t, steps[2].Held())
+	require.Equal(t, 1, kneeOf(steps))
+}
+
+// Many slots carry the rate, but every read takes 15 ms: the p99 breaks a
+// 10 ms bound while the rate holds.
+func TestSweepBreaksOnTheBoundAlone(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	w := newSweeper([]float64{200, 400}, 10*time.Millisecond, 32, 100, time.Millisecond, sleepOp(15*time.Millisecond))
+	steps, err := w.run(func(CapacityStep) {})
+	require.NoError(t, err)
+	require.Len(t, steps, 1)
+	require.True(t, steps[0].OverBound)
+	require.False(t, steps[0].Short, "32 slots at 15 ms carry 2,000 IOPS")
+	require.GreaterOrEqual(t, steps[0].P50, 15*time.Millisecond)
+}
+
+// A read that fails ends the sweep with its error and no half step.
+func TestSweepEndsOnAReadError(t *testing.T) {
+	boom := errors.New("read: input/output error")
+	var n atomic.Int32
+	op := func(int) (time.Duration, error) {
+		if n.Add(1) == 150 {
+			return 0, boom
+		}
+		return time.Microsecond, nil
+	}
+	w := newSweeper([]float64{2000, 4000}, time.Second, 4, 100, time.Millisecond, op)
+	steps, err := w.run(func(CapacityStep) {})
+	require.ErrorIs(t, err, boom)
+	require.Len(t, steps, 1, "the first step's 100 reads were all good")
+}
+
+// A stop mid-step keeps the steps done and drops the unfinished one.
+func TestSweepStoppedKeepsTheStepsDone(t *testing.T) {
+	w := newSweeper([]float64{2000, 100}, time.Second, 4, 100, time.Millisecond, sleepOp(0))
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the 2,000 IOPS step takes 50 ms, the 100 IOPS one 1 s
+		w.stop()
+	}()
+	steps, err := w.run(func(CapacityStep) {})
+	require.ErrorIs(t, err, errInterrupted)
+	require.Len(t, steps, 1)
+	require.Equal(t, 2000.0, steps[0].AskedIOPS)
+}
+
+// The sweep over a real working set: every step reported, the working set
+// removed after it; and a context that ends mid-sweep keeps the steps done,
+// marks the result partial and removes the working set too.
+func TestCapacityRemovesItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	o := CapacityOptions{Dir: dir, BlockSize: 4096, WorkingSet: 1 << 20, Rates: []float64{500, 1000}, MaxP99: time.Second,
+		Concurrency: 4, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true}
+	res, err := Capacity(context.Background(), o)
+	require.NoError(t, err)
+	require.Len(t, res.Steps, 2)
+	require.Equal(t, 1, res.Knee)
+	require.False(t, res.Partial)
+	require.Equal(t, 4, res.Concurrency)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+
+	o.Rates = []float64{1000, 10}
+	var steps int
+	o.Step = func(CapacityStep) { steps++ }
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	res, err = Capacity(ctx, o)
+	require.ErrorIs(t, err, ErrInterrupted)
+	require.EqualError(t, err, "interrupted after 1 step")
+	require.True(t, res.Partial)
+	require.Len(t, res.Steps, 1)
+	require.Equal(t, 1, steps)
+	require.Equal(t, 0, res.Knee)
+	entries, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+// While the working set is laid out, LayOut hears how far it is about once
+// a second: here the layout's final fdatasync takes 1.5 s on the FUSE test
+// filesystem, after all of its 1 MiB is written.
+func TestCapacityReportsTheLayout(t *testing.T) {
+	m := testfs.Start(t, "", "--sync-delay", "1500ms")
+	var seen []CheckProgress
+	res, err := Capacity(context.Background(), CapacityOptions{Dir: m.Dir, BlockSize: 4096, WorkingSet: 1 << 20, Rates: []float64{1000},
+		MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true,
+		LayOut: func(p CheckProgress) { seen = append(seen, p) }})
+	require.NoError(t, err)
+	require.Len(t, res.Steps, 1)
+	require.NotEmpty(t, seen)
+	for _, p := range seen {
+		require.Equal(t, int64(1<<20), p.LaidOut)
+		require.Equal(t, int64(1<<20), p.WorkingSet)
+		require.Equal(t, 0, p.Done)
+	}
+}
