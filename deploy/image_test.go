@@ -164,7 +164,7 @@ func TestImageEndToEnd(t *testing.T) {
 		stdout, stderr, code := runImage(t, append(runArgs, image, "smart"))
 		require.Equal(t, 2, code, "stdout %s\nstderr %s", stdout, stderr)
 		require.Equal(t, "", stdout)
-		require.Equal(t, "diskcanary: smartctl --scan-open found no devices; name them (diskcanary smart /dev/sda) or check that diskcanary runs as root\n", stderr)
+		require.Equal(t, "diskcanary: smart: smartctl --scan-open found no device (diskcanary lacks CAP_SYS_RAWIO or CAP_SYS_ADMIN, without which smartctl cannot open a disk: run it as root); name a disk to read it (diskcanary smart /dev/sda)\n", stderr)
 	})
 	t.Logf("image end to end: %s", time.Since(start).Round(time.Second))
 }
