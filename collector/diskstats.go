@@ -293,11 +293,10 @@ func (p *sysfsPass) readStatic(name string, major, minor uint32) *deviceStatic {
 	}
 	// Attributes are opened relative to the device's directory, so each
 	// open walks two or three path components rather than the whole path.
-	attrFD, devFD := p.openDir(attrDir), -1
+	attrFD := p.openDir(attrDir)
 	defer p.closeDir(attrFD)
-	if attrDir == dir {
-		devFD = attrFD
-	} else {
+	devFD := attrFD
+	if attrDir != dir {
 		devFD = p.openDir(dir)
 		defer p.closeDir(devFD)
 	}

@@ -319,7 +319,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 	}
 	skipped := make([]skip, 0, len(r.Skipped))
 	for _, s := range r.Skipped {
-		skipped = append(skipped, skip{s.Device, s.Reason})
+		skipped = append(skipped, skip(s))
 	}
 	out := struct {
 		Timestamp       string            `json:"timestamp"`
