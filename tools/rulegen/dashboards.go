@@ -793,7 +793,7 @@ func etcdDashboard(p Params) *board {
 	window := promDuration(p.EtcdWindow)
 	d.row("Verdict: is it the disk?")
 	d.add(d.table("Verdict per etcd member (DiskcanaryEtcdDegraded after "+promDuration(p.EtcdDegradedFor)+")",
-		"Per etcd member: disk (etcd's fsync and the canary both slow, the disk not busy), contention (both slow, the disk busy), network, cpu, etcd (etcd slow on its own), or healthy."+noEtcd,
+		"Per etcd member, a row for each cause that holds: disk (the canary on etcd's disk slow or stalled, the disk not busy), contention (the same, the disk busy), network, cpu, etcd (etcd slow on its own); or healthy. No row: not enough samples to say (a hung disk before its canary stalls)."+noEtcd,
 		[]column{col(node, "Node", ""), col("cause", "Verdict", "").mapped(valueMap(
 			mapped{causeHealthy, "healthy", "green"}, mapped{causeDisk, "disk", "red"}, mapped{causeContention, "contention on the disk", "orange"},
 			mapped{causeNetwork, "network", "orange"}, mapped{causeCPU, "cpu", "orange"}, mapped{causeEtcd, "etcd itself", "orange"})),
@@ -806,7 +806,8 @@ func etcdDashboard(p Params) *board {
 			col("Value #B", "canary fdatasync p99", "s").colored(steps("green", at(p.FdatasyncSlow.Seconds(), "red"))),
 			col("Value #C", "etcd backend commit p99", "s").colored(steps("green", at(p.EtcdCommitSlow.Seconds(), "red"))),
 			col("Value #D", "worst peer round trip p99", "s").colored(steps("green", at(p.EtcdPeerRTTSlow.Seconds(), "red"))),
-			col("Value #E", "slow applies, heartbeat failures, leader changes", "none").colored(steps("green", at(1, "orange"))),
+			col("Value #E", "slow applies a second", "none").colored(steps("green", at(p.EtcdSlowApplyRate, "orange"))),
+			col("Value #H", "leader changes ("+promDuration(p.EtcdLeaderChangesWindow)+")", "none").colored(steps("green", at(float64(p.EtcdLeaderChanges), "orange"))),
 			col("Value #F", "canary disk busy", "percentunit").colored(steps("green", at(p.EtcdBusyUtilization, "orange"))),
 			col("Value #G", "CPU pressure", "percentunit").colored(steps("green", at(p.EtcdCPUPressure, "orange"))),
 			hide(p.ClusterLabel)},
@@ -814,29 +815,31 @@ func etcdDashboard(p Params) *board {
 		q(fmt.Sprintf("%s%s", ruleEtcdCanaryP99, ni), ""),
 		q(fmt.Sprintf("%s%s", ruleEtcdCommitP99, ni), ""),
 		q(fmt.Sprintf("%s%s", ruleEtcdPeerRTTP99, ni), ""),
-		q(fmt.Sprintf("%s%s", ruleEtcdSymptoms, ni), ""),
+		q(fmt.Sprintf("%s%s", ruleEtcdSlowApplies, ni), ""),
 		q(fmt.Sprintf("%s%s", ruleEtcdCanaryBusy, ni), ""),
-		q(fmt.Sprintf("%s%s", ruleEtcdCPUPressure, ni), "")).Span(16).Height(8))
+		q(fmt.Sprintf("%s%s", ruleEtcdCPUPressure, ni), ""),
+		q(fmt.Sprintf("%s%s", ruleEtcdLeaderChanges, ni), "")).Span(16).Height(8))
 
 	d.row("The evidence")
 	d.add(withLines(d.timeseries("etcd WAL fsync p99 and the canary's fdatasync p99 ("+window+")",
-		fmt.Sprintf("etcd's own WAL fsync p99 beside the canary's on the same node: both over the dashed %s line is the disk; only etcd's is etcd itself.%s", human(p.FdatasyncSlow), noEtcd), "s",
+		fmt.Sprintf("etcd's own WAL fsync p99 beside the canary's on etcd's disk: the canary over the dashed %s line is the disk; only etcd's is etcd itself. A line breaks where too few samples stand behind it (%d to read slow, %d to read fine).%s", human(p.FdatasyncSlow), p.EtcdSlowSamples, p.MinIncidentSamples, noEtcd), "s",
 		q(fmt.Sprintf("%s%s", ruleEtcdWALFsyncP99, ni), "etcd "+leg),
 		q(fmt.Sprintf("%s%s", ruleEtcdCanaryP99, ni), "canary "+leg)), at(p.FdatasyncSlow.Seconds(), "red")).Span(12).Height(8))
 	d.add(withLines(d.timeseries("etcd backend commit p99",
 		fmt.Sprintf("etcd's bbolt commit p99; the dashed line is %s, where the verdict calls etcd's disk slow.%s", human(p.EtcdCommitSlow), noEtcd), "s",
 		q(fmt.Sprintf("%s%s", ruleEtcdCommitP99, ni), leg)), at(p.EtcdCommitSlow.Seconds(), "red")).Span(12).Height(8))
 	d.add(withLines(d.timeseries("Worst peer round-trip p99",
-		fmt.Sprintf("The slowest peer's round-trip p99; the dashed line is %s, where the verdict blames the network.%s", human(p.EtcdPeerRTTSlow), noEtcd), "s",
-		q(fmt.Sprintf("%s%s", ruleEtcdPeerRTTP99, ni), leg)), at(p.EtcdPeerRTTSlow.Seconds(), "red")).Span(12).Height(8))
+		fmt.Sprintf("The slowest round trip between the member and a peer (its own and its peers' to it), and its median over %s; over the dashed %s line the verdict blames the network when the round trip is over %s× its median or peer messages fail.%s", promDuration(p.EtcdPeerRTTBaselineWindow), human(p.EtcdPeerRTTSlow), num(p.EtcdPeerRTTFactor), noEtcd), "s",
+		q(fmt.Sprintf("%s%s", ruleEtcdPeerRTTP99, ni), leg),
+		q(fmt.Sprintf("%s%s", ruleEtcdPeerRTTBaseline, ni), "median "+leg)), at(p.EtcdPeerRTTSlow.Seconds(), "red")).Span(12).Height(8))
 	etcdSel := d.sel(p.EtcdSelector, fmt.Sprintf(`%s=~"$node"`, node))
 	d.add(d.timeseries("Leader changes, slow applies, heartbeat send failures (increase)",
-		"etcd's own trouble counters over the verdict's window: any of them with disk and network fine points at CPU or etcd itself."+noEtcd, "none",
+		fmt.Sprintf("etcd's own trouble counters over the verdict's window: %s with disk and network fine points at CPU or etcd itself.%s", p.etcdTroubleText(), noEtcd), "none",
 		q(fmt.Sprintf(`sum by (%s) (increase(etcd_server_leader_changes_seen_total%s[%s]))`, p.etcdJoin(), etcdSel, window), "leader changes "+d.legend(leg)),
 		q(fmt.Sprintf(`sum by (%s) (increase(etcd_server_slow_apply_total%s[%s]))`, p.etcdJoin(), etcdSel, window), "slow applies "+d.legend(leg)),
 		q(fmt.Sprintf(`sum by (%s) (increase(etcd_server_heartbeat_send_failures_total%s[%s]))`, p.etcdJoin(), etcdSel, window), "heartbeat failures "+d.legend(leg))).Span(12).Height(8))
 	d.add(withLines(d.timeseries("Canary's disk utilisation",
-		fmt.Sprintf("How busy the WAL canary's disk was (iostat %%util); from the dashed %s a slow disk is contention, not the disk alone.%s", pct(p.EtcdBusyUtilization), noEtcd), "percentunit",
+		fmt.Sprintf("How busy the canary's disk (etcd's) was (iostat %%util); from the dashed %s a slow disk is contention, not the disk alone.%s", pct(p.EtcdBusyUtilization), noEtcd), "percentunit",
 		q(fmt.Sprintf("%s%s", ruleEtcdCanaryBusy, ni), leg)), at(p.EtcdBusyUtilization, "orange")).Span(8).Height(8))
 	d.add(withLines(d.timeseries("CPU pressure (some task waiting)",
 		fmt.Sprintf("Share of time some task on the node waited for a CPU (PSI); from the dashed %s the verdict can blame CPU. Empty on kernels without PSI.%s", pct(p.EtcdCPUPressure), noEtcd), "percentunit",

@@ -265,7 +265,7 @@ scrape_configs:
 
 // logEtcdState prints the verdict's inputs per node.
 func logEtcdState(t *testing.T, prom *testkit.Prometheus) {
-	for _, q := range []string{ruleEtcdWALFsyncP99, ruleEtcdCanaryP99, ruleEtcdCommitP99, ruleEtcdPeerRTTP99, ruleEtcdSymptoms, ruleEtcdCanaryBusy, ruleEtcdCPUPressure} {
+	for _, q := range []string{ruleEtcdWALFsyncP99, ruleEtcdCanaryP99, ruleEtcdCanaryStalled, ruleEtcdCommitP99, ruleEtcdPeerRTTP99, ruleEtcdPeerRTTBaseline, ruleEtcdPeerFailures, ruleEtcdSlowApplies, ruleEtcdLeaderChanges, ruleEtcdHeartbeatFailures, ruleEtcdCanaryBusy, ruleEtcdCPUPressure} {
 		var lines []string
 		for _, s := range prom.Query(t, q) {
 			lines = append(lines, fmt.Sprintf("%s=%v", s.Metric["node"], s.Value[1]))

@@ -108,6 +108,25 @@ type Params struct {
 	EtcdBusyUtilization float64
 	EtcdCPUPressure     float64
 	EtcdDegradedFor     time.Duration
+	// A p99 of etcd's or the canary's reads slow on EtcdSlowSamples in the
+	// window, fine only on MinIncidentSamples: a disk too slow to complete
+	// many fsyncs still gets a verdict.
+	EtcdSlowSamples int
+	// A slow round trip is the network's fault when it is over
+	// EtcdPeerRTTFactor × its median over EtcdPeerRTTBaselineWindow (new)
+	// or peer messages fail: a cross-zone cluster's steady round trip is
+	// neither.
+	EtcdPeerRTTFactor         float64
+	EtcdPeerRTTBaselineWindow time.Duration
+	// etcd is in trouble at EtcdSlowApplyRate slow applies a second (each
+	// over 100 ms: one a minute is routine on a large cluster) held over
+	// the window, EtcdLeaderChanges leader changes within
+	// EtcdLeaderChangesWindow (a planned transfer or a rolling restart is
+	// fewer; etcd's usual alert wants more than 3, over an hour), or any
+	// heartbeat sent late.
+	EtcdSlowApplyRate       float64
+	EtcdLeaderChanges       int
+	EtcdLeaderChangesWindow time.Duration
 	// JobSelector selects the exporters' scrape job in up{} (exporter-down alert).
 	JobSelector string
 	// TargetLabels identify one probe target and are kept on every
@@ -180,6 +199,12 @@ func Defaults() Params {
 		EtcdBusyUtilization:       0.5,
 		EtcdCPUPressure:           0.2,
 		EtcdDegradedFor:           5 * time.Minute,
+		EtcdSlowSamples:           5,
+		EtcdPeerRTTFactor:         2,
+		EtcdPeerRTTBaselineWindow: 24 * time.Hour,
+		EtcdSlowApplyRate:         0.1,
+		EtcdLeaderChanges:         4,
+		EtcdLeaderChangesWindow:   15 * time.Minute,
 		JobSelector:               `job="diskcanary"`,
 		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
 		ClusterLabel:              "cluster",
@@ -246,6 +271,12 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&p.EtcdBusyUtilization, "etcd.busy-utilization", p.EtcdBusyUtilization, "utilisation of the canary's disk at which a slow disk is contention")
 	fs.Float64Var(&p.EtcdCPUPressure, "etcd.cpu-pressure", p.EtcdCPUPressure, "share of time some task waits for a CPU (PSI) at which the node is short of CPU")
 	fs.DurationVar(&p.EtcdDegradedFor, "etcd.degraded-for", p.EtcdDegradedFor, "for: of the etcd degraded alert")
+	fs.IntVar(&p.EtcdSlowSamples, "etcd.slow-samples", p.EtcdSlowSamples, "samples enough for an etcd or canary p99 of the etcd verdict to read slow (min-incident-samples to read fine)")
+	fs.Float64Var(&p.EtcdPeerRTTFactor, "etcd.peer-rtt-factor", p.EtcdPeerRTTFactor, "a slow peer round trip is the network's fault over this many times its median (or with peer messages failing)")
+	fs.DurationVar(&p.EtcdPeerRTTBaselineWindow, "etcd.peer-rtt-baseline-window", p.EtcdPeerRTTBaselineWindow, "window of the peer round trip's median")
+	fs.Float64Var(&p.EtcdSlowApplyRate, "etcd.slow-apply-rate", p.EtcdSlowApplyRate, "slow applies a second (over the etcd window) at which etcd is in trouble")
+	fs.IntVar(&p.EtcdLeaderChanges, "etcd.leader-changes", p.EtcdLeaderChanges, "leader changes within etcd.leader-changes-window at which etcd is in trouble")
+	fs.DurationVar(&p.EtcdLeaderChangesWindow, "etcd.leader-changes-window", p.EtcdLeaderChangesWindow, "window of etcd.leader-changes")
 	fs.StringVar(&p.JobSelector, "job-selector", p.JobSelector, "label matchers selecting the diskcanary scrape job in up{}")
 	fs.Var(stringList{&p.TargetLabels}, "target-labels", "comma-separated labels that identify one probe target")
 	fs.StringVar(&p.ClusterLabel, "cluster-label", p.ClusterLabel, "label naming the cluster, kept through every aggregation and join (\"\": none)")
