@@ -386,8 +386,11 @@ func (p *errorsCollector) updateReadonly(ch chan<- prometheus.Metric) error {
 			dev = blockdev.KernelName(p.paths.Sys(), m.Major, m.Minor)
 			names[[2]uint32{m.Major, m.Minor}] = dev
 		}
-		if dev == "" && strings.HasPrefix(m.Source, "/dev/") {
-			dev = filepath.Base(m.Source) // btrfs's anonymous st_dev
+		if dev == "" {
+			// btrfs's anonymous st_dev: the source names the device. A
+			// source that is no block device (a FUSE filesystem's fsname)
+			// names nothing: device-less filesystems are not exported.
+			dev = blockdev.SourceDevice(p.paths.Sys(), m.Source)
 		}
 		if dev == "" {
 			continue

@@ -62,7 +62,10 @@ func TestErrorsFromSysfsAndMounts(t *testing.T) {
 	procfs := fakeTree(t, map[string]string{
 		"self/mountinfo": "45 27 8:1 / /var/lib/etcd rw,relatime - ext4 /dev/sda1 rw,emergency_ro\n" +
 			"46 27 8:2 / /srv ro,relatime - ext4 /dev/sda2 ro\n" +
-			"47 27 0:22 / /run rw - tmpfs tmpfs rw\n",
+			"47 27 0:22 / /run rw - tmpfs tmpfs rw\n" +
+			// FUSE: its fsname is no block device, whatever it looks like.
+			"48 27 0:53 / /mnt/fuse rw,nosuid - fuse.diskcanary-testfs /dev/shm/testfs-backing rw,user_id=0\n" +
+			"49 27 0:54 / /mnt/fuse2 rw,nosuid - fuse /dev/fuse rw,user_id=0\n",
 	})
 	s := scrape(t, newTestErrorsCollector(t, procfs, sysfs))
 	require.Equal(t, map[string]float64{

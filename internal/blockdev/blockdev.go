@@ -53,18 +53,28 @@ func Resolve(path, procfs, sysfs string) (Backing, error) {
 	}
 	t.Mountpoint, t.FSType, t.Source = m.Mountpoint, m.FSType, m.Source
 	t.Device = KernelName(sysfs, t.Major, t.Minor)
-	if t.Device == "" && strings.HasPrefix(t.Source, "/dev/") {
-		// btrfs (and some others) report an anonymous st_dev; the mount
-		// source names the real device.
-		var sst unix.Stat_t
-		if unix.Stat(t.Source, &sst) == nil && sst.Mode&unix.S_IFMT == unix.S_IFBLK {
-			t.Device = KernelName(sysfs, unix.Major(sst.Rdev), unix.Minor(sst.Rdev))
-		}
+	if t.Device == "" {
+		t.Device = SourceDevice(sysfs, t.Source)
 	}
 	if t.Device != "" {
 		t.Disks = PhysicalDisks(sysfs, t.Device)
 	}
 	return t, nil
+}
+
+// SourceDevice is the kernel name of the block device a mount source
+// names: btrfs (and a FUSE filesystem over a disk) report an anonymous
+// st_dev, and the source names the real device. "" when the source is no
+// block device (a FUSE filesystem's fsname, /dev/fuse, a file in /dev/shm).
+func SourceDevice(sysfs, source string) string {
+	if !strings.HasPrefix(source, "/dev/") {
+		return ""
+	}
+	var st unix.Stat_t
+	if unix.Stat(source, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return ""
+	}
+	return KernelName(sysfs, unix.Major(st.Rdev), unix.Minor(st.Rdev))
 }
 
 // KernelName maps MAJ:MIN to the kernel device name via /sys/dev/block

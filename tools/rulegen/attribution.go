@@ -17,6 +17,11 @@ const (
 	ruleAttribution      = "target:diskcanary_probe_attribution:info"
 )
 
+// sourceNoDevice is the attribution source of a target with no block
+// device under it (probe target_info device="": FUSE, tmpfs, overlay, a
+// network filesystem): nothing below the filesystem to blame.
+const sourceNoDevice = "no_device"
+
 // Verdicts of the attribution rules.
 const (
 	verdictDevice = "device" // the device's own requests are slow
@@ -107,6 +112,14 @@ unless on (%[1]s, device)
 		})
 		lat := fmt.Sprintf(`%s{op="%s"}`, ruleTargetDeviceLat, a.op)
 		share := fmt.Sprintf("on (%s) group_left () (%s * %s)", t, num(p.AttributionDeviceShare), probeP99)
+		// A target with no device: a slow one is the stack's.
+		for _, v := range []struct{ verdict, cmp string }{{verdictStack, ">"}, {verdictNone, "<="}} {
+			g.Rules = append(g.Rules, Rule{
+				Record: ruleAttribution,
+				Labels: map[string]string{"op": a.op, "source": sourceNoDevice, "verdict": v.verdict},
+				Expr:   fmt.Sprintf(`(%s{device=""} %s %s) * 0 + 1`, probeP99, v.cmp, seconds(a.slow(p))),
+			})
+		}
 		for _, v := range []struct{ verdict, expr string }{
 			{verdictDevice, fmt.Sprintf("(%s >= %s)\nand on (%s)\n%s > %s", lat, share, t, probeP99, seconds(a.slow(p)))},
 			{verdictStack, fmt.Sprintf("(%s < %s)\nand on (%s)\n%s > %s", lat, share, t, probeP99, seconds(a.slow(p)))},
@@ -125,7 +138,7 @@ unless on (%[1]s, device)
 // attributionText is the sentence a latency alert's description ends with,
 // from the target's attribution verdict when there is one (Prometheus
 // evaluates the query when it renders the alert).
-const attributionText = `{{ with printf "` + ruleAttribution + `{instance=%q,probe=%q,path=%q}" $labels.instance $labels.probe $labels.path | query }}{{ with first . }} Cause: {{ if eq .Labels.verdict "device" }}the device ({{ .Labels.source }}: its own requests are slow too){{ else if eq .Labels.verdict "stack" }}the stack above the device ({{ .Labels.source }}: its requests are not slow; look at the filesystem, its journal, a cgroup I/O limit, the hypervisor){{ else }}none over the last 15 minutes{{ end }}.{{ end }}{{ end }}`
+const attributionText = `{{ with printf "` + ruleAttribution + `{instance=%q,probe=%q,path=%q}" $labels.instance $labels.probe $labels.path | query }}{{ with first . }} Cause: {{ if eq .Labels.verdict "device" }}the device ({{ .Labels.source }}: its own requests are slow too){{ else if eq .Labels.verdict "stack" }}{{ if eq .Labels.source "` + sourceNoDevice + `" }}the stack (no block device under the probe: the filesystem and what serves it, a FUSE daemon, tmpfs, overlay, a network filesystem){{ else }}the stack above the device ({{ .Labels.source }}: its requests are not slow; look at the filesystem, its journal, a cgroup I/O limit, the hypervisor){{ end }}{{ else }}none over the last 15 minutes{{ end }}.{{ end }}{{ end }}`
 
 // causeText is what attributionText renders for a verdict/source.
 func causeText(cause string) string {
@@ -136,6 +149,9 @@ func causeText(cause string) string {
 	case verdictDevice:
 		return " Cause: the device (" + source + ": its own requests are slow too)."
 	case verdictStack:
+		if source == sourceNoDevice {
+			return " Cause: the stack (no block device under the probe: the filesystem and what serves it, a FUSE daemon, tmpfs, overlay, a network filesystem)."
+		}
 		return " Cause: the stack above the device (" + source + ": its requests are not slow; look at the filesystem, its journal, a cgroup I/O limit, the hypervisor)."
 	}
 	return " Cause: none over the last 15 minutes."
@@ -148,6 +164,8 @@ func causeText(cause string) string {
 func attributionCases() []alertCase {
 	const n = 60
 	const host = `job="diskcanary", instance="n1:9742"`
+	// The probe exports device="" (no label) on a device-less filesystem.
+	const fuseLabels = host + `, probe="wal", path="/mnt/fuse/canary"`
 	reqMetric := "diskcanary_disk_request_duration_seconds"
 	req := func(device, op string, bs ...bucket) []series {
 		return hist(reqMetric, host+`, device="`+device+`", op="`+op+`"`, n, bs...)
@@ -212,6 +230,14 @@ func attributionCases() []alertCase {
 				deviceLat(walLabels, "fdatasync", "diskstats", 0.015),
 				verdict(walLabels, "fdatasync", "diskstats", verdictDevice),
 			}},
+		{name: "fdatasync p99 20 ms on a FUSE filesystem (no block device): the stack", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			values: []string{"20ms"},
+			input:  concat(hist(fdsMetric, fuseLabels, n, bucket{"0.005", 95}, bucket{"0.01", 97}, bucket{"0.025", 100})),
+			fire:   []string{fuseLabels}, cause: "stack/" + sourceNoDevice,
+			expr: []exprTest{verdict(fuseLabels, "fdatasync", sourceNoDevice, verdictStack)}},
+		{name: "fdatasync p99 9.44 ms on a FUSE filesystem: none", alert: "DiskcanaryFdatasyncSlow", at: "40m",
+			input: hist(fdsMetric, fuseLabels, n, bucket{"0.005", 190}, bucket{"0.01", 199}, bucket{"0.025", 200}),
+			expr:  []exprTest{verdict(fuseLabels, "fdatasync", sourceNoDevice, verdictNone)}},
 		{name: "read p99 37.5 ms, its disk's reads p99 37.5 ms: the device", alert: "DiskcanaryReadSlow", at: "40m",
 			values: []string{"37.5ms"},
 			input:  concat(readSlow, parent("sda1", "sda"), req("sda", "read", bucket{"0.01", 190}, bucket{"0.025", 196}, bucket{"0.05", 200})),

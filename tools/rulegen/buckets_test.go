@@ -144,7 +144,7 @@ func TestQuantileThresholdsAreBucketEdges(t *testing.T) {
 		"node:diskcanary_etcd_verdict:info": {0.01, 0.01, 0.01, 0.01, 0.01, 0.01},
 		// The canary's sample gate reads slow on fewer samples.
 		"node:diskcanary_fdatasync_duration_seconds:p99_max": {0.01},
-		"target:diskcanary_probe_attribution:info":           {0.01, 0.01, 0.01, 0.025, 0.025, 0.025},
+		"target:diskcanary_probe_attribution:info":           {0.01, 0.01, 0.01, 0.01, 0.01, 0.025, 0.025, 0.025, 0.025, 0.025},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("thresholds found:\n%v\nwant\n%v", got, want)

@@ -447,7 +447,7 @@ func slowFor(p Params, op string) float64 {
 var (
 	okOrStalled = valueMap(mapped{"0", "ok", "green"}, mapped{"1", "STALLED", "red"})
 	verdictText = valueMap(mapped{verdictDevice, "device: its own requests are slow", "red"},
-		mapped{verdictStack, "stack: the device's requests are not slow", "orange"},
+		mapped{verdictStack, "stack: the device's requests are not slow, or no device", "orange"},
 		mapped{verdictNone, "none: not slow", "green"})
 )
 
@@ -697,7 +697,7 @@ func nodeDashboard(p Params) *board {
 			q(fmt.Sprintf(`%s%s`, ruleTargetDeviceLat, d.sel(`job="$job"`, `instance="$instance"`, `probe=~"$probe"`, fmt.Sprintf(`op="%s"`, a.op))), "device {{device}} ({{source}})")), at(a.slow(p).Seconds(), "red")).Span(12).Height(7))
 	}
 	d.add(d.table("Verdict per probe target: device (its requests are slow), stack (they are not), none (not slow)",
-		fmt.Sprintf("Whose fault a slow probe is over 15 minutes: the device when its own requests take at least %s of the probe's p99, else the stack above it (filesystem, journal, cgroup throttle, hypervisor); none when the probe is not slow.", pct(p.AttributionDeviceShare)),
+		fmt.Sprintf("Whose fault a slow probe is over 15 minutes: the device when its own requests take at least %s of the probe's p99, else the stack above it (filesystem, journal, cgroup throttle, hypervisor); the stack too when no block device is under the probe (source %s: FUSE, tmpfs, overlay, a network filesystem); none when the probe is not slow.", pct(p.AttributionDeviceShare), sourceNoDevice),
 		[]column{col("probe", "Probe", ""), col("path", "Path", ""), col("device", "Device", ""), col("op", "Op", ""),
 			col("verdict", "Verdict", "").mapped(verdictText), col("source", "Device latency from", ""),
 			hide("Value"), hide("job"), hide("instance"), hide(p.ClusterLabel)},

@@ -66,7 +66,7 @@ sum by (`+p.deviceLabels()+`, fstype) (delta(diskcanary_filesystem_recorded_erro
 		p.alert("DiskcanaryFilesystemReadOnly", "critical",
 			"diskcanary_filesystem_readonly == 1", 0,
 			"the kernel made a filesystem read-only",
-			"The kernel holds the filesystem on "+on+" at {{ $labels.mountpoint }} read-only after an error, under a read-write mount: every write to it fails (etcd on it stops). Fix the cause, fsck, remount."),
+			"The kernel holds the filesystem on "+on+" at {{ $labels.mountpoint }} read-only after an error, under a read-write mount: every write to it fails (etcd on it stops). Fix the cause, then unmount, fsck and mount it again: a remount read-write is refused after the error (ext4's emergency_ro)."),
 	)
 	return p.linkDashboard(g, dashboardNode, "job", "instance", "disk=device")
 }
