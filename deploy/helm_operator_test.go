@@ -68,11 +68,12 @@ func TestHelmRuleSettingsAreTheGenerators(t *testing.T) {
 	p.ReadSlow = 40 * time.Millisecond
 	p.SmartTemperatureCelsius = 70
 	p.WearWarning, p.WearCritical = 0.75, 0.95
+	p.EtcdSlowApplyRate, p.EtcdLeaderChanges = 0.5, 10
 	values := `
 prometheusRule:
   grafanaURL: https://grafana.example.com/
   jobSelector: job="node-canary"
-  thresholds: {fdatasyncSlowSeconds: 1.5, readSlowSeconds: 0.04, smartTemperatureCelsius: 70, wearWarningRatio: 0.75, wearCriticalRatio: 0.95}
+  thresholds: {fdatasyncSlowSeconds: 1.5, readSlowSeconds: 0.04, smartTemperatureCelsius: 70, wearWarningRatio: 0.75, wearCriticalRatio: 0.95, etcdSlowApplyRate: 0.5, etcdLeaderChanges: 10}
 `
 	files, err := rulegen.Files(p)
 	require.NoError(t, err)
@@ -100,6 +101,15 @@ prometheusRule:
 	require.Equal(t, "fdatasync p99 above the etcd guidance of 1.5 s", slow.Annotations["summary"])
 	require.True(t, strings.HasPrefix(slow.Annotations["dashboard_url"], "https://grafana.example.com/d/diskcanary-node?"), slow.Annotations["dashboard_url"])
 	require.Equal(t, `up{job="node-canary"} == 0`, down.Expr)
+	var verdict []string
+	for _, g := range m.rule.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Record == "node:diskcanary_etcd_verdict:info" {
+				verdict = append(verdict, r.Expr)
+			}
+		}
+	}
+	require.Contains(t, strings.Join(verdict, "\n"), "node:etcd_server_slow_apply:rate >= 0.5 or node:etcd_server_leader_changes_seen:increase >= 10 or")
 }
 
 // TestHelmRuleDefaultsAreTheGenerators: values.yaml's rule settings are
@@ -131,6 +141,7 @@ func TestHelmRuleValuesAreValidated(t *testing.T) {
 		`prometheusRule: {grafanaURL: grafana.example.com}`:       "grafanaURL",
 		`prometheusRule: {grafanaURL: "https://grafana/a'b"}`:     "grafanaURL",
 		`prometheusRule: {jobSelector: ""}`:                       "jobSelector",
+		`prometheusRule: {thresholds: {etcdLeaderChanges: 2.5}}`:  "etcdLeaderChanges",
 	} {
 		_, err := renderChart(values, false)
 		require.Error(t, err, values)

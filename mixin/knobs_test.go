@@ -43,6 +43,8 @@ func TestMixinConfigKnobs(t *testing.T) {
     smartTemperatureCelsius: 70,
     wearWarningRatio: 0.75,
     wearCriticalRatio: 0.95,
+    etcdSlowApplyRate: 0.5,
+    etcdLeaderChanges: 10,
   },
 }`)
 	p := rulegen.Defaults()
@@ -52,6 +54,7 @@ func TestMixinConfigKnobs(t *testing.T) {
 	p.ReadSlow = 40 * time.Millisecond
 	p.SmartTemperatureCelsius = 70
 	p.WearWarning, p.WearCritical = 0.75, 0.95
+	p.EtcdSlowApplyRate, p.EtcdLeaderChanges = 0.5, 10
 	files, err := rulegen.Files(p)
 	require.NoError(t, err)
 	var doc any
@@ -66,7 +69,7 @@ func TestMixinConfigKnobs(t *testing.T) {
 	text, err := json.Marshal(got)
 	require.NoError(t, err)
 	for _, s := range []string{`"up{job=\"node-canary\"} == 0"`, `"fdatasync p99 above the etcd guidance of 1.5 s"`,
-		`"O_DIRECT random-read p99 above 40 ms"`, `"SSD wear above 75 %"`, `"https://grafana.example.com/d/diskcanary-node?`} {
+		`"O_DIRECT random-read p99 above 40 ms"`, `"SSD wear above 75 %"`, `0.5 or more slow applies a second, 10 or more leader changes in 15m`, `"https://grafana.example.com/d/diskcanary-node?`} {
 		require.Contains(t, string(text), s)
 	}
 	require.NotContains(t, string(text), "[[")

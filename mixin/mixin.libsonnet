@@ -41,6 +41,11 @@ local isRecordingGroup(g) = std.all([std.objectHas(r, 'record') for r in g.rules
     // DiskcanarySmartWearHigh: share of the rated endurance used.
     wearWarningRatio: 0.8,
     wearCriticalRatio: 0.9,
+    // The etcd verdict (DiskcanaryEtcdDegraded): etcd is in trouble at this
+    // many slow applies a second over the verdict's window, or this many
+    // leader changes within 15 minutes.
+    etcdSlowApplyRate: 0.1,
+    etcdLeaderChanges: 4,
     // Labels added to every alert, e.g. { team: 'storage' }. The alert's own
     // labels (severity) win on a clash. Recording rules are left alone:
     // a label there would change the series the alerts read.
@@ -79,6 +84,8 @@ local isRecordingGroup(g) = std.all([std.objectHas(r, 'record') for r in g.rules
     ['[[wearWarningRatio.percent]]', num(c.wearWarningRatio * 100)],
     ['[[wearCriticalRatio]]', num(c.wearCriticalRatio)],
     ['[[wearCriticalRatio.percent]]', num(c.wearCriticalRatio * 100)],
+    ['[[etcdSlowApplyRate]]', num(c.etcdSlowApplyRate)],
+    ['[[etcdLeaderChanges]]', num(c.etcdLeaderChanges)],
   ],
   local fill(s) = std.foldl(function(acc, p) std.strReplace(acc, p[0], p[1]), placeholders, s),
   local fillRule(r) = r {

@@ -35,8 +35,8 @@ type knobForm struct {
 }
 
 // Knobs are the parameters the chart and the mixin expose: where Grafana
-// is (every alert's dashboard_url), the scrape job, and the thresholds of
-// the main alerts.
+// is (every alert's dashboard_url), the scrape job, the thresholds of the
+// main alerts, and what the etcd verdict counts as trouble.
 var Knobs = []Knob{
 	{Name: "grafanaURL",
 		value:    func(p Params) any { return p.GrafanaURL },
@@ -54,6 +54,14 @@ var Knobs = []Knob{
 		forms:    []knobForm{{"", "65.25", func(p Params) string { return num(p.SmartTemperatureCelsius) }}}},
 	ratioKnob("wearWarningRatio", func(p *Params) *float64 { return &p.WearWarning }, 0.8125),
 	ratioKnob("wearCriticalRatio", func(p *Params) *float64 { return &p.WearCritical }, 0.9375),
+	{Name: "etcdSlowApplyRate",
+		value:    func(p Params) any { return p.EtcdSlowApplyRate },
+		sentinel: func(p *Params) { p.EtcdSlowApplyRate = 0.171875 },
+		forms:    []knobForm{{"", "0.171875", func(p Params) string { return num(p.EtcdSlowApplyRate) }}}},
+	{Name: "etcdLeaderChanges",
+		value:    func(p Params) any { return float64(p.EtcdLeaderChanges) },
+		sentinel: func(p *Params) { p.EtcdLeaderChanges = 9173 },
+		forms:    []knobForm{{"", "9173", func(p Params) string { return fmt.Sprint(p.EtcdLeaderChanges) }}}},
 }
 
 // latencyKnob: the sentinel is a number of nanoseconds whose seconds and

@@ -25,6 +25,7 @@ func TestRuleTemplateHoldsEveryKnob(t *testing.T) {
 		"[[smartTemperatureCelsius]]": 2,
 		"[[wearWarningRatio]]":        1, "[[wearWarningRatio.percent]]": 2,
 		"[[wearCriticalRatio]]": 1, "[[wearCriticalRatio.percent]]": 2,
+		"[[etcdSlowApplyRate]]": 5, "[[etcdLeaderChanges]]": 5,
 	} {
 		if n := strings.Count(got, placeholder); n != count {
 			t.Errorf("%s: %d in the template, want %d", placeholder, n, count)
@@ -42,6 +43,7 @@ func TestRuleTemplateHoldsEveryKnob(t *testing.T) {
 	p.ReadSlow = 40 * time.Millisecond
 	p.SmartTemperatureCelsius = 70
 	p.WearWarning, p.WearCritical = 0.75, 0.95
+	p.EtcdSlowApplyRate, p.EtcdLeaderChanges = 0.5, 10
 	other, err := RuleTemplate(p)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +53,7 @@ func TestRuleTemplateHoldsEveryKnob(t *testing.T) {
 	}
 	want := map[string]any{"grafanaURL": "https://grafana.example.com/", "jobSelector": `job="node-canary"`,
 		"fdatasyncSlowSeconds": 1.5, "readSlowSeconds": 0.04, "smartTemperatureCelsius": 70.0,
-		"wearWarningRatio": 0.75, "wearCriticalRatio": 0.95}
+		"wearWarningRatio": 0.75, "wearCriticalRatio": 0.95, "etcdSlowApplyRate": 0.5, "etcdLeaderChanges": 10}
 	if text(KnobValues(p)) != text(want) {
 		t.Errorf("KnobValues: %s, want %s", text(KnobValues(p)), text(want))
 	}
