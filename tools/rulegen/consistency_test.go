@@ -179,10 +179,15 @@ var notDiskcanary = map[string]string{
 	"etcd_disk_backend_commit_duration_seconds_bucket": "etcd: shown beside diskcanary's fdatasync p99",
 	"etcd_disk_wal_fsync_duration_seconds_count":       "etcd: its members, for the etcd verdict",
 	"etcd_network_peer_round_trip_time_seconds_bucket": "etcd: the network witness of the etcd verdict",
-	"etcd_server_slow_apply_total":                     "etcd: trouble counters of the etcd verdict",
-	"etcd_server_heartbeat_send_failures_total":        "etcd: trouble counters of the etcd verdict",
-	"etcd_server_leader_changes_seen_total":            "etcd: trouble counters of the etcd verdict",
-	"process_cpu_seconds_total":                        "etcd's process CPU (the etcd dashboard)",
+	"etcd_network_peer_round_trip_time_seconds_count":  "etcd: the samples behind the verdict's round-trip p99",
+	"etcd_disk_backend_commit_duration_seconds_count":  "etcd: the samples behind the verdict's commit p99",
+	"etcd_network_peer_sent_failures_total":            "etcd: failed peer messages, the etcd verdict's network witness",
+	"etcd_network_peer_received_failures_total":        "etcd: failed peer messages, the etcd verdict's network witness",
+	"etcd_server_id":                            "etcd: the member ID a peer's round trip (To) names, joined to its node",
+	"etcd_server_slow_apply_total":              "etcd: trouble counters of the etcd verdict",
+	"etcd_server_heartbeat_send_failures_total": "etcd: trouble counters of the etcd verdict",
+	"etcd_server_leader_changes_seen_total":     "etcd: trouble counters of the etcd verdict",
+	"process_cpu_seconds_total":                 "etcd's process CPU (the etcd dashboard)",
 }
 
 // notLiveHere lists diskcanary series that exist only on hardware or after

@@ -160,6 +160,11 @@ scrape_configs:
 	t.Logf("fleet-drift end to end: %v", time.Since(start).Round(time.Second))
 }
 
+// noEtcdCanary: the etcd verdict's canary is the WAL probe on etcd's disk,
+// one per node; the six instances here share the empty node label and
+// none is told an etcd data directory.
+const noEtcdCanary = "no etcd is scraped, and no WAL probe stands for an etcd member's disk"
+
 // fleetEmptyHere are the dashboard queries that have no data in the fleet
 // end to end, and why: every other query must return data.
 var fleetEmptyHere = map[string]map[string]string{
@@ -185,6 +190,11 @@ var fleetEmptyHere = map[string]map[string]string{
 		"Evidence per member (5m)/C":                                       "no etcd is scraped",
 		"Evidence per member (5m)/D":                                       "no etcd is scraped",
 		"Evidence per member (5m)/E":                                       "no etcd is scraped",
+		"Evidence per member (5m)/H":                                       "no etcd is scraped",
+		"Evidence per member (5m)/B":                                       noEtcdCanary,
+		"Evidence per member (5m)/F":                                       noEtcdCanary,
+		"etcd WAL fsync p99 and the canary's fdatasync p99 (5m)/B":         noEtcdCanary,
+		"Canary's disk utilisation":                                        noEtcdCanary,
 		"etcd WAL fsync p99 and the canary's fdatasync p99 (5m)/A":         "no etcd is scraped",
 		"etcd backend commit p99":                                          "no etcd is scraped",
 		"Worst peer round-trip p99":                                        "no etcd is scraped",
