@@ -50,16 +50,16 @@ func (p Params) etcdJoin() string { return p.withCluster(p.EtcdJoinLabels...) }
 func (p Params) etcdSel() string { return "{" + p.EtcdSelector + "}" }
 
 // gatedP99 is a histogram's p99 per `by`, present only when enough samples
-// stand behind what it reads: MinIncidentSamples in the window to read
-// fine, EtcdSlowSamples to read over `slow`. A disk too slow to complete
-// many fsyncs still reads slow; a handful of fast ones never read fine,
-// and none (a hung disk: a zero rate, a NaN quantile) reads nothing.
-func (p Params) gatedP99(metric, sel, by string, slow time.Duration) string {
+// stand behind what it reads: `fine` in the window to read fine,
+// EtcdSlowSamples to read over `slow`. A disk too slow to complete many
+// fsyncs still reads slow; a handful of fast ones never read fine, and
+// none (a hung disk: a zero rate, a NaN quantile) reads nothing.
+func (p Params) gatedP99(metric, sel, by string, slow time.Duration, fine int) string {
 	w := promDuration(p.EtcdWindow)
 	q := fmt.Sprintf("histogram_quantile(0.99, sum by (%s, le) (rate(%s_bucket%s[%s])))", by, metric, sel, w)
 	n := fmt.Sprintf("sum by (%s) (increase(%s_count%s[%s]))", by, metric, sel, w)
 	return fmt.Sprintf("(\n    %[1]s\n    and on (%[3]s)\n    %[2]s >= %[4]d\n  )\n  or\n  (\n    %[1]s > %[5]s\n    and on (%[3]s)\n    %[2]s >= %[6]d\n  )",
-		q, n, by, p.MinIncidentSamples, seconds(slow), p.EtcdSlowSamples)
+		q, n, by, fine, seconds(slow), p.EtcdSlowSamples)
 }
 
 func etcdRecording(p Params) Group {
@@ -72,9 +72,13 @@ func etcdRecording(p Params) Group {
 	// Several etcd series on one node (scraped twice, or two clusters'
 	// members) take the worst.
 	etcdP99 := func(metric string, slow time.Duration) string {
-		return fmt.Sprintf("max by (%s) (\n  %s\n)", j, p.gatedP99(metric, sel, member, slow))
+		return fmt.Sprintf("max by (%s) (\n  %s\n)", j, p.gatedP99(metric, sel, member, slow, p.MinIncidentSamples))
 	}
-	rtt := p.gatedP99("etcd_network_peer_round_trip_time_seconds", sel, member+", To", p.EtcdPeerRTTSlow)
+	// etcd observes a peer's smoothed round trip on a timer (each 30 s per
+	// round tripper while the peer is healthy, each 5 s while not): the
+	// count follows the clock, not the link, and each sample already
+	// smooths many probes, so EtcdSlowSamples reads it either way.
+	rtt := p.gatedP99("etcd_network_peer_round_trip_time_seconds", sel, member+", To", p.EtcdPeerRTTSlow, p.EtcdSlowSamples)
 	serverID := p.withCluster("server_id")
 	g.Rules = append(g.Rules,
 		// The canary is the WAL probe on etcd's device: the one on the
@@ -122,7 +126,7 @@ or
 		Rule{Record: ruleEtcdHeartbeatFailures, Expr: fmt.Sprintf("sum by (%s) (increase(etcd_server_heartbeat_send_failures_total%s[%s]))", j, sel, w)},
 		Rule{Record: ruleEtcdCPU, Expr: fmt.Sprintf("sum by (%s) (rate(process_cpu_seconds_total%s[%s]))", j, sel, w)},
 		Rule{Record: ruleEtcdCanaryP99, Expr: fmt.Sprintf("max by (%[1]s) (\n  (\n  %[2]s\n  )\n  and on (%[3]s, probe)\n  %[4]s\n)",
-			j, p.gatedP99(fdsMetric, "", p.target(), p.FdatasyncSlow), inst, ruleEtcdCanaryTarget)},
+			j, p.gatedP99(fdsMetric, "", p.target(), p.FdatasyncSlow, p.MinIncidentSamples), inst, ruleEtcdCanaryTarget)},
 		Rule{Record: ruleEtcdCanaryStalled, Expr: fmt.Sprintf("max by (%s) (\n  diskcanary_probe_stalled\n  and on (%s, probe)\n  %s\n)", j, inst, ruleEtcdCanaryTarget)},
 		// How busy the canary's device was (iostat's %util): its own,
 		// else the busiest disk under it (a partition's or dm device's
@@ -268,6 +272,9 @@ type etcdMember struct {
 	// never, 1: always); peer messages fail every minute.
 	rttSlowFrom  int
 	peerFailures bool
+	// Round-trip samples a minute (0: 100); etcd observes 4 (every 30 s
+	// per round tripper) from a healthy peer.
+	rttRate int
 	// Slow applies a minute; the minutes in which etcd sees a new leader.
 	slowApplies     int
 	leaderChangesAt []int
@@ -353,10 +360,14 @@ func (m etcdMember) series(n int) []series {
 		// fast 1.592 ms, slow 203.776 ms
 		twoSpeed("etcd_network_peer_round_trip_time_seconds", etcd+`, To="`+peer+`"`, n, [2]string{"0.0008", "0.0016"}, [2]string{"0.1024", "0.2048"},
 			func(i int) (int, int) {
-				if m.rttSlowFrom > 0 && i >= m.rttSlowFrom {
-					return 0, 100
+				r := m.rttRate
+				if r == 0 {
+					r = 100
 				}
-				return 100, 0
+				if m.rttSlowFrom > 0 && i >= m.rttSlowFrom {
+					return 0, r
+				}
+				return r, 0
 			}),
 		s(`etcd_server_id{`+etcd+`, server_id="`+id+`"}`, fmt.Sprintf("1x%d", n)),
 		s("etcd_server_slow_apply_total{"+etcd+"}", perMinute(n, every(m.slowApplies))),
@@ -481,6 +492,9 @@ func etcdCases() []alertCase {
 		alone("one slow apply a minute: healthy", etcdMember{node: "n1", slowApplies: 1}, causeHealthy),
 		alone("a planned leader change: healthy", etcdMember{node: "n1", leaderChangesAt: []int{12}}, causeHealthy),
 		alone("a peer round trip slow from the start (a cross-zone cluster), nothing failing: healthy", etcdMember{node: "n1", rttSlowFrom: 1}, causeHealthy),
+		{name: "a peer round trip observed as etcd does (4 a minute), fast: read, healthy", input: one(etcdMember{node: "n1", rttRate: 4}),
+			expr: []exprTest{verdictOf(etcdMember{node: "n1"}, causeHealthy), near(ruleEtcdPeerRTTP99+`{node="n1"}`, "20m", `node="n1"`, 0.001592)}},
+		alone("a peer round trip observed as etcd does (4 a minute), slow from minute 14: network", etcdMember{node: "n1", rttRate: 4, rttSlowFrom: 14}, causeNetwork),
 		alone("a peer round trip slow from the start with peer messages failing: network", etcdMember{node: "n1", rttSlowFrom: 1, peerFailures: true}, causeNetwork),
 		alone("etcd's fsyncs few (2 a minute) and fast, the canary fine: healthy", etcdMember{node: "n1", etcdRate: 2}, causeHealthy),
 		alone("etcd's fsyncs few (2 a minute) and slow, the canary fine: etcd", etcdMember{node: "n1", etcdRate: 2, etcdSlow: true}, causeEtcd),

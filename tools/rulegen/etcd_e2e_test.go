@@ -111,14 +111,14 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 		m.dc = startServe(t, bin, "--config.file", path)
 	}
 
-	// Windows shortened, the sample gates with them: etcd probes each
-	// peer's round trip every 4 s, 7 or 8 samples in 30 s (75 in the
-	// default 5 m, over the default gate of 20).
+	// Windows shortened, the sample gates with them: etcd observes each
+	// peer's round trip every 30 s per round tripper while it is healthy,
+	// 2 samples in 30 s (20 in the default 5 m, over the default gate of 5).
 	p := Defaults()
 	p.EtcdWindow = 30 * time.Second
 	p.EtcdDegradedFor = 5 * time.Second
 	p.MinIncidentSamples = 5
-	p.EtcdSlowSamples = 2
+	p.EtcdSlowSamples = 1
 	rules, err := marshalYAML(Rules(p))
 	if err != nil {
 		t.Fatal(err)
