@@ -18,12 +18,13 @@ import (
 // 50 ms in every flush (the device is slow), one on tmpfs with the
 // daemons' writes held by the cgroup-v1 blkio throttle at 15 IOPS (bios
 // held before they become requests: the stack above the device is slow),
-// one on tmpfs as it is — scraped every second by a real Prometheus that
-// loads the generated rules. Through the Prometheus API: the verdicts are
-// device, stack and none, from the block layer's own request latency
-// (eBPF) for the daemon that has it and from diskstats' await for the one
-// run with --no-collector.blocklatency; the fdatasync alert fires for the
-// two slow targets and its text names the cause.
+// one on tmpfs as it is — and the FUSE filesystem itself (no block
+// device) — scraped every second by a real Prometheus that loads the
+// generated rules. Through the Prometheus API: the verdicts are device,
+// stack and none, from the block layer's own request latency (eBPF) for
+// the daemon that has it and from diskstats' await for the one run with
+// --no-collector.blocklatency, and stack (no_device) on FUSE; the fdatasync
+// alert fires for the three slow targets and its text names the cause.
 func TestAttributionEndToEnd(t *testing.T) {
 	testkit.E2E(t)
 	testkit.RequireRoot(t)
@@ -51,6 +52,12 @@ func TestAttributionEndToEnd(t *testing.T) {
 			}
 			fmt.Fprintf(&cfg, "    - {name: %s, kind: wal, dir: %s, interval: 1s, ops: 20, segment_size: 4MiB, min_free: 1MiB, daily_write_budget: 1000GB, stall_threshold: 30s}\n", v, dir)
 		}
+		// A probe directly on the FUSE filesystem: no block device under it.
+		dir := filepath.Join(m.Dir, fmt.Sprintf("fuse%d", i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&cfg, "    - {name: fuse, kind: wal, dir: %s, interval: 1s, ops: 20, segment_size: 4MiB, min_free: 1MiB, daily_write_budget: 1000GB, stall_threshold: 30s}\n", dir)
 		cfg.WriteString("smart:\n  enabled: false\n")
 		file := filepath.Join(t.TempDir(), "diskcanary.yml")
 		writeFile(t, file, cfg.String())
@@ -91,6 +98,7 @@ scrape_configs:
 		want[v+"/blocklatency"] = v
 		want[v+"/diskstats"] = v
 	}
+	want["fuse/"+sourceNoDevice] = verdictStack
 	verdicts := func() map[string]string {
 		got := map[string]string{}
 		for _, s := range prom.Query(t, ruleAttribution+`{op="fdatasync"}`) {
@@ -110,7 +118,7 @@ scrape_configs:
 	deadline := time.Now().Add(150 * time.Second)
 	for {
 		got, fired := verdicts(), causes()
-		if fmt.Sprint(got) == fmt.Sprint(want) && len(fired) == 2 {
+		if fmt.Sprint(got) == fmt.Sprint(want) && len(fired) == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -130,12 +138,13 @@ scrape_configs:
 		probes = append(probes, probe)
 	}
 	sort.Strings(probes)
-	if fmt.Sprint(probes) != "[device stack]" {
-		t.Errorf("fdatasync alerts fire for %v, want [device stack]", probes)
+	if fmt.Sprint(probes) != "[device fuse stack]" {
+		t.Errorf("fdatasync alerts fire for %v, want [device fuse stack]", probes)
 	}
 	for probe, text := range map[string]string{
 		verdictDevice: "Cause: the device (blocklatency: its own requests are slow too).",
 		verdictStack:  "Cause: the stack above the device (blocklatency: its requests are not slow;",
+		"fuse":        "Cause: the stack (no block device under the probe:",
 	} {
 		if !strings.Contains(fired[probe], text) {
 			t.Errorf("the %s target's alert text %q does not name its cause %q", probe, fired[probe], text)
