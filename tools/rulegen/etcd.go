@@ -54,10 +54,12 @@ func (p Params) etcdSel() string { return "{" + p.EtcdSelector + "}" }
 // EtcdSlowSamples to read over `slow`. A disk too slow to complete many
 // fsyncs still reads slow; a handful of fast ones never read fine, and
 // none (a hung disk: a zero rate, a NaN quantile) reads nothing.
-func (p Params) gatedP99(metric, sel, by string, slow time.Duration, fine int) string {
+// only, when set, keeps the series it matches (`and on (...) ...`) before
+// any quantile is computed.
+func (p Params) gatedP99(metric, sel, by string, slow time.Duration, fine int, only string) string {
 	w := promDuration(p.EtcdWindow)
-	q := fmt.Sprintf("histogram_quantile(0.99, sum by (%s, le) (rate(%s_bucket%s[%s])))", by, metric, sel, w)
-	n := fmt.Sprintf("sum by (%s) (increase(%s_count%s[%s]))", by, metric, sel, w)
+	q := fmt.Sprintf("histogram_quantile(0.99, sum by (%s, le) (rate(%s_bucket%s[%s])%s))", by, metric, sel, w, only)
+	n := fmt.Sprintf("sum by (%s) (increase(%s_count%s[%s])%s)", by, metric, sel, w, only)
 	return fmt.Sprintf("(\n    %[1]s\n    and on (%[3]s)\n    %[2]s >= %[4]d\n  )\n  or\n  (\n    %[1]s > %[5]s\n    and on (%[3]s)\n    %[2]s >= %[6]d\n  )",
 		q, n, by, fine, seconds(slow), p.EtcdSlowSamples)
 }
@@ -72,32 +74,37 @@ func etcdRecording(p Params) Group {
 	// Several etcd series on one node (scraped twice, or two clusters'
 	// members) take the worst.
 	etcdP99 := func(metric string, slow time.Duration) string {
-		return fmt.Sprintf("max by (%s) (\n  %s\n)", j, p.gatedP99(metric, sel, member, slow, p.MinIncidentSamples))
+		return fmt.Sprintf("max by (%s) (\n  %s\n)", j, p.gatedP99(metric, sel, member, slow, p.MinIncidentSamples, ""))
 	}
 	// etcd observes a peer's smoothed round trip on a timer (each 30 s per
 	// round tripper while the peer is healthy, each 5 s while not): the
 	// count follows the clock, not the link, and each sample already
 	// smooths many probes, so EtcdSlowSamples reads it either way.
-	rtt := p.gatedP99("etcd_network_peer_round_trip_time_seconds", sel, member+", To", p.EtcdPeerRTTSlow, p.EtcdSlowSamples)
+	rtt := p.gatedP99("etcd_network_peer_round_trip_time_seconds", sel, member+", To", p.EtcdPeerRTTSlow, p.EtcdSlowSamples, "")
 	serverID := p.withCluster("server_id")
 	g.Rules = append(g.Rules,
-		// The canary is the WAL probe on etcd's device: the one on the
-		// device a probe's etcd_data_dir resolves to, else the node's only
-		// WAL probe. Two or more with none declared, or a declared device
-		// no WAL probe measures: no canary (DiskcanaryEtcdWithoutCanary).
-		Rule{Record: ruleEtcdCanaryTarget, Expr: fmt.Sprintf(`group by (%[1]s) (
-  diskcanary_probe_target_info{kind="wal", device!=""}
-  and on (%[2]s)
-  diskcanary_probe_etcd_data_dir_info{device!=""}
+		// The canary is the WAL probe on etcd's device, on an etcd member's
+		// node: the one on the device a probe's etcd_data_dir resolves to,
+		// else the node's only WAL probe. Two or more with none declared, or
+		// a declared device no WAL probe measures: no canary
+		// (DiskcanaryEtcdWithoutCanary).
+		Rule{Record: ruleEtcdCanaryTarget, Expr: fmt.Sprintf(`(
+  group by (%[1]s) (
+    diskcanary_probe_target_info{kind="wal", device!=""}
+    and on (%[2]s)
+    diskcanary_probe_etcd_data_dir_info{device!=""}
+  )
+  or
+  (
+    group by (%[1]s) (diskcanary_probe_target_info{kind="wal"})
+    and on (%[3]s)
+    count by (%[3]s) (diskcanary_probe_target_info{kind="wal"}) == 1
+    unless on (%[3]s)
+    diskcanary_probe_etcd_data_dir_info{device!=""}
+  )
 )
-or
-(
-  group by (%[1]s) (diskcanary_probe_target_info{kind="wal"})
-  and on (%[3]s)
-  count by (%[3]s) (diskcanary_probe_target_info{kind="wal"}) == 1
-  unless on (%[3]s)
-  diskcanary_probe_etcd_data_dir_info{device!=""}
-)`, canaryKey, p.deviceLabels(), j)},
+and on (%[3]s)
+etcd_disk_wal_fsync_duration_seconds_count%[4]s`, canaryKey, p.deviceLabels(), j, sel)},
 		Rule{Record: ruleEtcdWALFsyncP99, Expr: etcdP99("etcd_disk_wal_fsync_duration_seconds", p.FdatasyncSlow)},
 		Rule{Record: ruleEtcdCommitP99, Expr: etcdP99("etcd_disk_backend_commit_duration_seconds", p.EtcdCommitSlow)},
 		// The worst round trip touching the member: its own to each peer,
@@ -125,8 +132,9 @@ or
 		Rule{Record: ruleEtcdLeaderChanges, Expr: fmt.Sprintf("max by (%s) (increase(etcd_server_leader_changes_seen_total%s[%s]))", j, sel, promDuration(p.EtcdLeaderChangesWindow))},
 		Rule{Record: ruleEtcdHeartbeatFailures, Expr: fmt.Sprintf("sum by (%s) (increase(etcd_server_heartbeat_send_failures_total%s[%s]))", j, sel, w)},
 		Rule{Record: ruleEtcdCPU, Expr: fmt.Sprintf("sum by (%s) (rate(process_cpu_seconds_total%s[%s]))", j, sel, w)},
-		Rule{Record: ruleEtcdCanaryP99, Expr: fmt.Sprintf("max by (%[1]s) (\n  (\n  %[2]s\n  )\n  and on (%[3]s, probe)\n  %[4]s\n)",
-			j, p.gatedP99(fdsMetric, "", p.target(), p.FdatasyncSlow, p.MinIncidentSamples), inst, ruleEtcdCanaryTarget)},
+		// Only the canaries' histograms, not every WAL probe's in the fleet.
+		Rule{Record: ruleEtcdCanaryP99, Expr: fmt.Sprintf("max by (%s) (\n  %s\n)",
+			j, p.gatedP99(fdsMetric, "", p.target(), p.FdatasyncSlow, p.MinIncidentSamples, fmt.Sprintf(" and on (%s, probe) %s", inst, ruleEtcdCanaryTarget)))},
 		Rule{Record: ruleEtcdCanaryStalled, Expr: fmt.Sprintf("max by (%s) (\n  diskcanary_probe_stalled\n  and on (%s, probe)\n  %s\n)", j, inst, ruleEtcdCanaryTarget)},
 		// How busy the canary's device was (iostat's %util): its own,
 		// else the busiest disk under it (a partition's or dm device's
