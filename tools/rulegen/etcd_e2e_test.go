@@ -26,14 +26,14 @@ import (
 // its own network namespace on its own loop device, a `diskcanary serve`
 // beside each, and a real Prometheus with the generated rules (windows
 // shortened), puts at 40/s. No fault: every verdict healthy, a canary of
-// member 0 on another disk fires DiskcanaryEtcdCanaryMisplaced. Slow disk
-// (blkio throttle on one follower): that member "disk", no other. Network
-// (80 ms each way through a delaying TCP proxy; no sch_netem here): every
-// member "network", the delayed one by its peers' round trips to it, none
-// "disk". "cpu" and
-// "contention" are covered by the promtool cases only: on 2 vCPUs a CPU
-// hog slows every process, and contention needs a saturated disk under a
-// still-answering etcd.
+// member 0 on another disk fires DiskcanaryEtcdCanaryMisplaced and is not
+// the verdict's canary. Slow disk (blkio throttle on one follower): that
+// member "disk", no other. Network (80 ms each way through a delaying TCP
+// proxy; no sch_netem here): every member "network", the delayed one by
+// its peers' round trips to it, none "disk". "cpu" and "contention" are
+// covered by the promtool cases only: on 2 vCPUs a CPU hog slows every
+// process, and contention needs a saturated disk under a still-answering
+// etcd.
 func TestEtcdVerdictEndToEnd(t *testing.T) {
 	testkit.E2E(t)
 	testkit.RequireRoot(t)
@@ -217,6 +217,16 @@ scrape_configs:
 	}
 	if f := firing("DiskcanaryEtcdCanaryMisplaced"); len(f) != 1 || f[0] != "m0elsewhere/" {
 		t.Errorf("DiskcanaryEtcdCanaryMisplaced fires for %v; want only member 0's canary on the other disk [m0elsewhere/]", f)
+	}
+	// The verdict's canary is the probe on etcd's device, never the one
+	// on member 0's other disk.
+	var canaries []string
+	for _, s := range prom.Query(t, ruleEtcdCanaryTarget) {
+		canaries = append(canaries, s.Metric["node"]+"/"+s.Metric["probe"])
+	}
+	sort.Strings(canaries)
+	if fmt.Sprint(canaries) != "[m0/wal m1/wal m2/wal]" {
+		t.Errorf("the etcd verdict's canaries are %v; want [m0/wal m1/wal m2/wal]", canaries)
 	}
 
 	// 2. A slow disk under one follower: etcd and its canary throttled.
