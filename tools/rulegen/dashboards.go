@@ -800,10 +800,11 @@ func etcdDashboard(p Params) *board {
 			hide("Value"), hide(p.ClusterLabel)},
 		q(fmt.Sprintf("%s%s", ruleEtcdVerdict, ni), "")).Span(8).Height(8))
 	d.add(d.table("Evidence per member ("+window+")",
-		"The figures behind the verdict, coloured at the verdict's own thresholds."+noEtcd,
+		"The figures behind the verdict, coloured at the verdict's own thresholds; a p99 is blank where too few samples stand behind it (a hung disk: see the canary's I/O)."+noEtcd,
 		[]column{col(node, "Node", ""),
 			col("Value #A", "etcd WAL fsync p99", "s").colored(steps("green", at(p.FdatasyncSlow.Seconds(), "red"))),
 			col("Value #B", "canary fdatasync p99", "s").colored(steps("green", at(p.FdatasyncSlow.Seconds(), "red"))),
+			col("Value #I", "canary I/O", "none").mapped(okOrStalled),
 			col("Value #C", "etcd backend commit p99", "s").colored(steps("green", at(p.EtcdCommitSlow.Seconds(), "red"))),
 			col("Value #D", "worst peer round trip p99", "s").colored(steps("green", at(p.EtcdPeerRTTSlow.Seconds(), "red"))),
 			col("Value #E", "slow applies a second", "none").colored(steps("green", at(p.EtcdSlowApplyRate, "orange"))),
@@ -818,7 +819,8 @@ func etcdDashboard(p Params) *board {
 		q(fmt.Sprintf("%s%s", ruleEtcdSlowApplies, ni), ""),
 		q(fmt.Sprintf("%s%s", ruleEtcdCanaryBusy, ni), ""),
 		q(fmt.Sprintf("%s%s", ruleEtcdCPUPressure, ni), ""),
-		q(fmt.Sprintf("%s%s", ruleEtcdLeaderChanges, ni), "")).Span(16).Height(8))
+		q(fmt.Sprintf("%s%s", ruleEtcdLeaderChanges, ni), ""),
+		q(fmt.Sprintf("%s%s", ruleEtcdCanaryStalled, ni), "")).Span(16).Height(8))
 
 	d.row("The evidence")
 	d.add(withLines(d.timeseries("etcd WAL fsync p99 and the canary's fdatasync p99 ("+window+")",

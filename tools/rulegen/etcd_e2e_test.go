@@ -28,7 +28,8 @@ import (
 // shortened), puts at 40/s. No fault: every verdict healthy, a canary of
 // member 0 on another disk fires DiskcanaryEtcdCanaryMisplaced and is not
 // the verdict's canary. Slow disk (blkio throttle on one follower): that
-// member "disk", no other. Network (80 ms each way through a delaying TCP
+// member "disk", no other; recovered, every etcd dashboard query has data.
+// Network (80 ms each way through a delaying TCP
 // proxy; no sch_netem here): every member "network", the delayed one by
 // its peers' round trips to it, none "disk". "cpu" and "contention" are
 // covered by the promtool cases only: on 2 vCPUs a CPU hog slows every
@@ -263,6 +264,9 @@ scrape_configs:
 	cg.Release(t, sm.etcd.Cmd.Process.Pid)
 	cg.Release(t, sm.dc.cmd.Process.Pid)
 	waitFor("recovered from the slow disk", 120*time.Second, allHealthy)
+	// The etcd dashboard on the healthy cluster, a minute or more in (etcd
+	// observes a peer's round trip every 30 s): every query has data.
+	checkEtcdDashboardLive(t, prom, p, nil)
 
 	// 3. The network: 80 ms each way on the delayed member's peer traffic.
 	proxy.delay.Store(int64(80 * time.Millisecond))
@@ -289,6 +293,29 @@ scrape_configs:
 	}
 	proxy.delay.Store(0)
 	t.Logf("etcd verdict end to end: %v", time.Since(start).Round(time.Second))
+}
+
+// checkEtcdDashboardLive runs every query of the etcd dashboard against
+// prom with its variables at their defaults (every member): each returns
+// data unless mayBeEmpty names its panel or "panel/refId".
+func checkEtcdDashboardLive(t *testing.T, prom *testkit.Prometheus, p Params, mayBeEmpty map[string]string) {
+	t.Helper()
+	d := generatedDashboards(t, p)["diskcanary-etcd.json"]
+	vals, _ := grafanaVars(t, prom, d, nil)
+	var empty []string
+	for _, panel := range d.Panels {
+		results := panelResults(t, prom, d, vals, panel)
+		for _, tg := range panel.Targets {
+			if len(results[tg.RefID]) > 0 {
+				continue
+			}
+			if mayBeEmpty[panel.Title] == "" && mayBeEmpty[panel.Title+"/"+tg.RefID] == "" {
+				t.Errorf("etcd dashboard panel %q query %s returns no data:\n%s", panel.Title, tg.RefID, interpolate(t, d, tg.Expr, vals))
+			}
+			empty = append(empty, panel.Title+"/"+tg.RefID)
+		}
+	}
+	t.Logf("etcd dashboard: variables %v; empty: %s", vals, strings.Join(empty, "; "))
 }
 
 // logEtcdState prints the verdict's inputs per node.

@@ -193,6 +193,7 @@ var fleetEmptyHere = map[string]map[string]string{
 		"Evidence per member (5m)/H":                                       "no etcd is scraped",
 		"Evidence per member (5m)/B":                                       noEtcdCanary,
 		"Evidence per member (5m)/F":                                       noEtcdCanary,
+		"Evidence per member (5m)/I":                                       noEtcdCanary,
 		"etcd WAL fsync p99 and the canary's fdatasync p99 (5m)/B":         noEtcdCanary,
 		"Canary's disk utilisation":                                        noEtcdCanary,
 		"etcd WAL fsync p99 and the canary's fdatasync p99 (5m)/A":         "no etcd is scraped",
