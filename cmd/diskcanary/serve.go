@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -230,22 +229,17 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(col,
-		versioncollector.NewCollector("diskcanary"),
+	base := prometheus.NewRegistry()
+	base.MustRegister(versioncollector.NewCollector("diskcanary"),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 
 	mux := http.NewServeMux()
-	mux.Handle(f.telemetryPath, quietClientErrors(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError,
-		// Scrapes only read memory; this bounds a scrape storm, not slow
-		// disks. 100 leaves room for many Prometheus replicas and ad-hoc
-		// curls (go run ./bench scrape-load runs 50 at once without a 503). A client
-		// that never reads holds its slot until --web.write-timeout.
-		MaxRequestsInFlight: f.maxRequests,
-	}), logger))
+	// 100 parallel scrapes leave room for many Prometheus replicas and
+	// ad-hoc curls (go run ./bench scrape-load runs 50 at once without a
+	// 503). A client that never reads holds its slot until
+	// --web.write-timeout.
+	mux.Handle(f.telemetryPath, quietClientErrors(newMetricsHandler(base, col, f.maxRequests, logger), logger))
 	if f.telemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "diskcanary",
