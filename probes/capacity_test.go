@@ -122,7 +122,9 @@ func TestSweepEndsOnAReadError(t *testing.T) {
 		}
 		return time.Microsecond, nil
 	}
-	w := newSweeper([]float64{2000, 4000}, time.Second, 4, 100, time.Millisecond, op)
+	// Rates a loaded machine still keeps (a short step would end the
+	// sweep before the failing read).
+	w := newSweeper([]float64{200, 400}, time.Second, 4, 100, time.Millisecond, op)
 	steps, err := w.run(func(CapacityStep) {})
 	require.ErrorIs(t, err, boom)
 	require.Len(t, steps, 1, "the first step's 100 reads were all good")
