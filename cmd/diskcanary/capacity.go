@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 
+	"github.com/diskcanary/diskcanary/internal/capacityjson"
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/probes"
 )
@@ -51,91 +49,12 @@ func (f *checkFlags) capacityUsage(changed func(string) bool) ([]float64, error)
 			rates = append(rates, r)
 		}
 	}
-	if f.plot != "" {
-		if err := plotUsable(f.plot); err != nil {
-			return nil, err
-		}
-	}
 	return rates, nil
 }
 
-// plotUsable refuses, before anything is measured, a --plot path that
-// could not be written: an unknown format, a symlink (never followed, as
-// --lat-log's), something other than a regular file, a missing directory.
-func plotUsable(path string) error {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg", ".png":
-	default:
-		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("--plot %s: is a symlink; not followed: name the file itself", path)
-	case err == nil && !fi.Mode().IsRegular():
-		return fmt.Errorf("--plot %s: is not a regular file (%v)", path, fi.Mode().Type())
-	case err == nil:
-		return nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("--plot %s: %w", path, err)
-	}
-	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--plot %s: directory %s does not exist", path, filepath.Dir(path))
-	}
-	return nil
-}
-
-// capacityJSON is the capacity profile's --json result: the IOPS at the
-// bound, the step that broke it, and every step.
-type capacityJSON struct {
-	Version          string  `json:"version"`
-	StartTime        string  `json:"start_time"`
-	Profile          string  `json:"profile"`
-	Path             string  `json:"path"`
-	Device           string  `json:"device"`
-	Filesystem       string  `json:"filesystem"`
-	BlockSize        int64   `json:"block_size"`
-	Concurrency      int     `json:"concurrency"`
-	ThresholdSeconds float64 `json:"threshold_seconds"`
-	// IOPSAtBound is the achieved rate of the last step that held (null
-	// when none did); AskedIOPSAtBound what that step asked.
-	IOPSAtBound      *float64 `json:"iops_at_bound"`
-	AskedIOPSAtBound *float64 `json:"asked_iops_at_bound"`
-	// BoundReached: a step broke the bound (the next step after the knee);
-	// false when the rates ran out first, so the IOPS at the bound is a
-	// floor.
-	BoundReached bool               `json:"bound_reached"`
-	Partial      bool               `json:"partial"`
-	Steps        []capacityStepJSON `json:"steps"`
-	Pass         bool               `json:"pass"`
-	Verdict      string             `json:"verdict"`
-	Reason       string             `json:"reason,omitempty"`
-	Trusted      bool               `json:"trusted"`
-	Warnings     []string           `json:"warnings"`
-}
-
-type capacityStepJSON struct {
-	AskedIOPS       float64 `json:"asked_iops"`
-	AchievedIOPS    float64 `json:"achieved_iops"`
-	Ops             int     `json:"ops"`
-	Missed          int     `json:"missed"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	// LatencySeconds run from each read's scheduled start.
-	LatencySeconds    stepLatencyJSON `json:"latency_seconds"`
-	ServiceP99Seconds float64         `json:"service_p99_seconds"`
-	PoolFull          bool            `json:"pool_full"`
-	OverBound         bool            `json:"over_bound"`
-	Short             bool            `json:"short"`
-	Held              bool            `json:"held"`
-}
-
-type stepLatencyJSON struct {
-	P50  float64 `json:"p50"`
-	P90  float64 `json:"p90"`
-	P99  float64 `json:"p99"`
-	P999 float64 `json:"p99_9"`
-	Max  float64 `json:"max"`
-}
+// capacityJSON is the capacity profile's --json result (diskcanary-plot
+// reads it).
+type capacityJSON = capacityjson.Result
 
 // runCapacity runs the capacity profile; stopped says a signal or the
 // timeout ended it (a read may be hung there).
@@ -173,22 +92,11 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 	} else {
 		printCapacity(out, res, j)
 	}
-	var plotErr error
-	if f.plot != "" && len(res.Steps) > 0 {
-		plotErr = writeCurvePlot(f.plot, res, f.maxP99)
-	}
 	switch j.Verdict {
 	case verdictFail:
-		err := errors.New("capacity: even the first step broke the bound")
-		if plotErr != nil {
-			err = fmt.Errorf("%w; %w", err, plotErr)
-		}
-		return stopped, &exitError{checkExitExceeded, err}
+		return stopped, &exitError{checkExitExceeded, errors.New("capacity: even the first step broke the bound")}
 	case verdictNotKnown:
 		return stopped, &exitError{checkExitNotKnown, fmt.Errorf("could not measure capacity on %s: %s", dir, j.Reason)}
-	}
-	if plotErr != nil {
-		return stopped, &exitError{checkExitNotKnown, plotErr}
 	}
 	return stopped, nil
 }
@@ -201,13 +109,13 @@ func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, star
 	j := capacityJSON{
 		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339), Profile: probes.ProfileCapacity,
 		Path: r.Path, Device: r.Device, Filesystem: r.Filesystem, BlockSize: bs, Concurrency: r.Concurrency,
-		ThresholdSeconds: f.maxP99.Seconds(), Partial: r.Partial, Steps: []capacityStepJSON{},
+		ThresholdSeconds: f.maxP99.Seconds(), Partial: r.Partial, Steps: []capacityjson.Step{},
 		Trusted: r.Untrusted == "", Warnings: append([]string{}, r.Warnings...),
 	}
 	for _, s := range r.Steps {
-		j.Steps = append(j.Steps, capacityStepJSON{
+		j.Steps = append(j.Steps, capacityjson.Step{
 			AskedIOPS: s.AskedIOPS, AchievedIOPS: s.AchievedIOPS, Ops: s.Ops, Missed: s.Missed, DurationSeconds: s.Duration.Seconds(),
-			LatencySeconds:    stepLatencyJSON{P50: s.P50.Seconds(), P90: s.P90.Seconds(), P99: s.P99.Seconds(), P999: s.P999.Seconds(), Max: s.Max.Seconds()},
+			LatencySeconds:    capacityjson.StepLatency{P50: s.P50.Seconds(), P90: s.P90.Seconds(), P99: s.P99.Seconds(), P999: s.P999.Seconds(), Max: s.Max.Seconds()},
 			ServiceP99Seconds: s.ServiceP99.Seconds(), PoolFull: s.PoolFull, OverBound: s.OverBound, Short: s.Short, Held: s.Held(),
 		})
 	}

@@ -40,7 +40,6 @@ type checkFlags struct {
 	latLog      string
 	quiet       bool
 	rates       string
-	plot        string
 }
 
 // maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
@@ -100,8 +99,9 @@ then, so a queue shows in the latency), up to 32 outstanding, each step
 at least 1,000 reads and 1 s. It stops at the first step whose p99 is
 over --max-p99 or whose achieved rate is under 90 % of the asked one,
 and reports the IOPS at the bound (the last step that held), the step
-that broke it and the curve; --plot draws it. Exit 0 when a step held,
-1 when even the first broke the bound.
+that broke it and the curve. diskcanary-plot draws the curve from its
+--json output. Exit 0 when a step held, 1 when even the first broke the
+bound.
 
 A FAIL is reported as soon as it is certain: once more samples are over
 --max-p99 than the p99 allows of --samples (101 of 10,000), the run stops
@@ -138,7 +138,7 @@ Exit status:
 		Example: `  diskcanary check /var/lib/etcd
   diskcanary check --profile all --json /mnt/newvolume
   diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume
-  diskcanary check --profile capacity --plot curve.svg /mnt/newvolume`,
+  diskcanary check --profile capacity --json /mnt/newvolume | diskcanary-plot -o curve.svg`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return fmt.Errorf("check takes one directory, got %d: %q", len(args), args)
@@ -170,7 +170,6 @@ Exit status:
 	fl.StringVar(&f.latLog, "lat-log", "", "write every timed op's latency to this file, one line per op in the order taken (profile,job,op,latency_ns), as fio's --write_lat_log does; created once samples are in, an existing file replaced (stderr says so), a symlink refused")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no status on stderr (by default a line rewritten in place on a terminal, one line every 10s elsewhere)")
 	fl.StringVar(&f.rates, "rates", "", "capacity profile: the read IOPS asked of each step, rising, e.g. 100,200,400 (default the R10 series 100,125,160,...,1000000)")
-	fl.StringVar(&f.plot, "plot", "", "capacity profile: draw the curve (p50 and p99 against achieved IOPS, the bound, the knee) into this .svg or .png file")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
 }
@@ -235,8 +234,8 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	default:
 		return nil, 0, 0, 0, fmt.Errorf("--profile %q: want etcd, fio-etcd, randread, all or capacity", f.profile)
 	}
-	if f.profile != probes.ProfileCapacity && (f.rates != "" || f.plot != "") {
-		return nil, 0, 0, 0, fmt.Errorf("--rates and --plot apply to --profile capacity")
+	if f.profile != probes.ProfileCapacity && f.rates != "" {
+		return nil, 0, 0, 0, fmt.Errorf("--rates applies to --profile capacity")
 	}
 	if f.gap < 0 {
 		return nil, 0, 0, 0, fmt.Errorf("--gap %v: must not be negative", f.gap)
