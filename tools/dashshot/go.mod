@@ -2,7 +2,10 @@ module github.com/diskcanary/diskcanary/tools/dashshot
 
 go 1.26.8
 
-require gonum.org/v1/plot v0.17.0
+require (
+	github.com/diskcanary/diskcanary v0.0.0-00010101000000-000000000000
+	gonum.org/v1/plot v0.17.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -12,6 +15,7 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
 

@@ -146,7 +146,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.file = fs.Arg(0)
 	if o.step == 0 {
-		o.step = max((o.rng/240).Round(time.Second), o.scrape, time.Second)
+		o.step = max((o.rng / 240).Round(time.Second), o.scrape, time.Second)
 	}
 	return o, nil
 }

@@ -171,8 +171,7 @@ func render(d *dashboard, results []panelResult, values map[string]string, sp sp
 		}
 	}
 	return func(w io.Writer) error {
-		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
-		return err
+		return encodePNG(w, img.Image())
 	}, lay
 }
 
@@ -446,12 +445,12 @@ func (cv canvas) heatmap(b box, r panelResult, sp span) {
 
 // heatCells is the heatmap's cells as a gonum plotter.
 type heatCells struct {
-	times       []int64
-	counts      map[int64][]float64
-	first, n    int
-	peak        float64
-	step        time.Duration
-	th          theme
+	times    []int64
+	counts   map[int64][]float64
+	first, n int
+	peak     float64
+	step     time.Duration
+	th       theme
 }
 
 func (h heatCells) Plot(c draw.Canvas, p *plot.Plot) {

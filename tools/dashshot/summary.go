@@ -21,12 +21,13 @@ type panelSummary struct {
 	Error  string          `json:"error,omitempty"`
 }
 
-// seriesSummary is one series' legend, last and largest value (null for
-// none).
+// seriesSummary is one series' legend, first, last and largest value
+// (null for none).
 type seriesSummary struct {
-	Name string   `json:"name"`
-	Last *float64 `json:"last"`
-	Max  *float64 `json:"max"`
+	Name  string   `json:"name"`
+	First *float64 `json:"first"`
+	Last  *float64 `json:"last"`
+	Max   *float64 `json:"max"`
 }
 
 func summarize(d *dashboard, results []panelResult, values map[string]string, lay layout) summary {
@@ -42,8 +43,15 @@ func summarize(d *dashboard, results []panelResult, values map[string]string, la
 		}
 		for _, n := range ordered(r) {
 			ps.Series++
+			first := math.NaN()
+			for _, p := range n.Points {
+				if !math.IsNaN(p.V) {
+					first = p.V
+					break
+				}
+			}
 			last, mx := lastMax(n.Points)
-			ps.Values = append(ps.Values, seriesSummary{Name: n.name, Last: finite(last), Max: finite(mx)})
+			ps.Values = append(ps.Values, seriesSummary{Name: n.name, First: finite(first), Last: finite(last), Max: finite(mx)})
 		}
 		s.Panels = append(s.Panels, ps)
 	}
