@@ -126,8 +126,8 @@ scrape_configs:
 		}
 	}
 
-	// Which panels got data. Panels empty here: SMART (none on a loop
-	// device), failures, kernel and SCSI errors (none happened).
+	// Which panels got data: all but SMART's (a loop device has none) and
+	// the kernel's error counts (it logged none).
 	byTitle := map[string]panelSummary{}
 	var got []string
 	for _, p := range s.Panels {
@@ -158,6 +158,12 @@ scrape_configs:
 		"rareq-sz, wareq-sz": 2,
 		"rkB/s, wkB/s":       2,
 		"Disk":               1,
+		"Probe cycles per minute (runs, failures)":                                                        4,
+		"fdatasync p99 beside its device's flush/write latency":                                           2,
+		"read p99 beside its device's read latency":                                                       2,
+		"Verdict per probe target: device (its requests are slow), stack (they are not), none (not slow)": 2,
+		"Disk errors the kernel logged, by kind":                                                          0,
+		"Filesystem errors the kernel logged, by device and kind":                                         0,
 	} {
 		if byTitle[title].Series != want {
 			t.Errorf("panel %q: %d series, want %d", title, byTitle[title].Series, want)

@@ -268,9 +268,12 @@ func variableOptions(ctx context.Context, c *promClient, v variable, q string, s
 	} else {
 		return nil, fmt.Errorf("a query dashshot does not know: %s", q)
 	}
-	if v.Sort == 1 || v.Sort == 3 || v.Sort == 5 {
+	// Grafana's sorts: odd ascending, even descending (alphabetical,
+	// numerical, case-insensitive: all alphabetical here).
+	switch v.Sort {
+	case 1, 3, 5:
 		sort.Strings(opts)
-	} else if v.Sort == 2 || v.Sort == 4 || v.Sort == 6 {
+	case 2, 4, 6:
 		sort.Sort(sort.Reverse(sort.StringSlice(opts)))
 	}
 	return opts, nil
