@@ -99,11 +99,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o := &options{vars: multiFlag{}}
 	fs := flag.NewFlagSet("dashshot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
+	// The flag package's own messages are off: a usage error is reported
+	// once, by run; -help prints the whole usage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&o.prometheus, "prometheus", "", "the Prometheus `URL` (http://host:9090)")
 	fs.StringVar(&o.out, "o", "", "the PNG to write (replaced if it exists)")
 	fs.Var(o.vars, "var", "a template variable's value, `name=value` (repeatable)")
@@ -117,6 +116,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.json, "json", false, "print what each panel got (series, last and largest values) as JSON on stdout")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 			return nil, err
 		}
 		return nil, usageError{err}

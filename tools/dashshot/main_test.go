@@ -181,10 +181,14 @@ func TestUsageErrors(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a usage error wrote %s", out)
 	}
+	code, _, stderr := runShot(t, "-help")
+	if code != exitOK || !strings.Contains(stderr, "usage: dashshot") || !strings.Contains(stderr, "-scrape-interval") {
+		t.Errorf("-help: exit %d, stderr %q; want 0 and the usage with the flags", code, stderr)
+	}
 	// A port nothing listens on.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	code, _, stderr := runShot(t, "-prometheus", dead.URL, "-o", out, "-timeout", "5s", onCall)
+	code, _, stderr = runShot(t, "-prometheus", dead.URL, "-o", out, "-timeout", "5s", onCall)
 	if code != exitFail || !strings.Contains(stderr, "dashshot: ") {
 		t.Errorf("dead Prometheus: exit %d, stderr %q; want 1", code, stderr)
 	}
