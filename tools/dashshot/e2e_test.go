@@ -118,13 +118,7 @@ scrape_configs:
 	if len(s.Panels) != 28 {
 		t.Errorf("%d panels drawn, want the on-call dashboard's 28", len(s.Panels))
 	}
-	panelBg := themes["light"].panel
-	for _, p := range s.Panels {
-		x, y := p.Box[0]+p.Box[2]-3, p.Box[1]+p.Box[3]-3
-		if got := img.At(x, y); fmt.Sprint(got) != fmt.Sprint(panelBg) {
-			t.Errorf("panel %q: pixel (%d, %d) is %v, not the panel colour", p.Title, x, y, got)
-		}
-	}
+	checkColors(t, img, s, themes["light"])
 
 	// Which panels got data: all but SMART's (a loop device has none) and
 	// the kernel's error counts (it logged none).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/png"
 	"math"
 	"net/http"
@@ -140,6 +141,43 @@ func TestDrawsTheOnCallDashboard(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() != 1600 || b.Dy() != s.Height || s.Height != headerH+87*unitH {
 		t.Errorf("picture %v, height %d in -json; want 1600 wide, %d high", b, s.Height, headerH+87*unitH)
+	}
+	checkColors(t, img, s, themes["light"])
+
+	// The dark theme, narrower.
+	code, stdout, stderr = runShot(t, "-prometheus", srv.URL, "-o", out, "-theme", "dark", "-width", "1000", "-json", onCall)
+	if code != 0 {
+		t.Fatalf("dark: exit %d: %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if img, err = png.Decode(g); err != nil {
+		t.Fatal(err)
+	}
+	if img.Bounds().Dx() != 1000 || s.Width != 1000 {
+		t.Errorf("dark picture %v, -json width %d; want 1000", img.Bounds(), s.Width)
+	}
+	checkColors(t, img, s, themes["dark"])
+}
+
+// checkColors checks the picture's background and each panel's bottom
+// right corner inside its border against the theme.
+func checkColors(t *testing.T, img image.Image, s summary, th theme) {
+	t.Helper()
+	if got := img.At(2, 2); fmt.Sprint(got) != fmt.Sprint(th.bg) {
+		t.Errorf("background %v, want %v", got, th.bg)
+	}
+	for _, p := range s.Panels {
+		x, y := p.Box[0]+p.Box[2]-3, p.Box[1]+p.Box[3]-3
+		if got := img.At(x, y); fmt.Sprint(got) != fmt.Sprint(th.panel) {
+			t.Errorf("panel %q: pixel (%d, %d) is %v, not the panel colour %v", p.Title, x, y, got, th.panel)
+		}
 	}
 }
 

@@ -8,12 +8,13 @@ import (
 	"sort"
 )
 
-// encodePNG writes img as a paletted PNG of its 256 most frequent colours,
-// every other colour drawn as the nearest of them. A dashboard is mostly
-// flat fills with anti-aliased edges, so the popular colours are the
-// fills, lines and text; the rare ones are edge pixels, where the nearest
-// colour does not show. It keeps the picture small enough for a README.
-func encodePNG(w io.Writer, img image.Image) error {
+// encodePNG writes img as a paletted PNG: the colours dashshot draws with
+// (reserved), then the most frequent others up to 256, every other colour
+// drawn as the nearest of them. A dashboard is mostly flat fills with
+// anti-aliased edges: the rare colours are edge pixels, where the nearest
+// does not show, and a thin line keeps its exact colour. It keeps the
+// picture small enough for a README.
+func encodePNG(w io.Writer, img image.Image, reserved []color.RGBA) error {
 	b := img.Bounds()
 	count := map[color.RGBA]int{}
 	for y := b.Min.Y; y < b.Max.Y; y++ {
@@ -31,12 +32,14 @@ func encodePNG(w io.Writer, img image.Image) error {
 		}
 		return lessRGBA(colors[i], colors[j])
 	})
-	n := min(len(colors), 256)
-	pal := make(color.Palette, n)
+	var pal color.Palette
 	index := make(map[color.RGBA]uint8, len(colors))
-	for i := 0; i < n; i++ {
-		pal[i] = colors[i]
-		index[colors[i]] = uint8(i)
+	for _, c := range append(reserved, colors...) {
+		if _, ok := index[c]; ok || len(pal) == 256 {
+			continue
+		}
+		index[c] = uint8(len(pal))
+		pal = append(pal, c)
 	}
 	out := image.NewPaletted(b, pal)
 	for y := b.Min.Y; y < b.Max.Y; y++ {

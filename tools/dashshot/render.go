@@ -171,7 +171,7 @@ func render(d *dashboard, results []panelResult, values map[string]string, sp sp
 		}
 	}
 	return func(w io.Writer) error {
-		return encodePNG(w, img.Image())
+		return encodePNG(w, img.Image(), th.colors())
 	}, lay
 }
 
@@ -233,7 +233,7 @@ func (cv canvas) timeseries(b box, r panelResult, sp span) {
 			if err != nil {
 				continue // NaN or Inf points: not drawn
 			}
-			l.LineStyle = draw.LineStyle{Color: c, Width: 1.5}
+			l.LineStyle = draw.LineStyle{Color: c, Width: 2}
 			p.Add(l)
 			for _, pt := range seg {
 				lo, hi = math.Min(lo, pt.Y), math.Max(hi, pt.Y)
@@ -248,7 +248,7 @@ func (cv canvas) timeseries(b box, r panelResult, sp span) {
 				continue
 			}
 			l, _ := plotter.NewLine(plotter.XYs{{X: x0, Y: *st.Value}, {X: x1, Y: *st.Value}})
-			l.LineStyle = draw.LineStyle{Color: c, Width: 1.2, Dashes: []vg.Length{5, 4}}
+			l.LineStyle = draw.LineStyle{Color: c, Width: 2, Dashes: []vg.Length{6, 4}}
 			p.Add(l)
 			lo, hi = math.Min(lo, *st.Value), math.Max(hi, *st.Value)
 		}

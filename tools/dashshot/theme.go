@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -26,6 +27,24 @@ var themes = map[string]theme{
 
 func rgb(v uint32) color.RGBA {
 	return color.RGBA{uint8(v >> 16), uint8(v >> 8), uint8(v), 0xff}
+}
+
+// colors is every colour the theme draws with, for the PNG's palette.
+func (th theme) colors() []color.RGBA {
+	out := []color.RGBA{th.heatLow, th.heatHigh, {0xff, 0xff, 0xff, 0xff}}
+	for _, c := range []color.Color{th.bg, th.panel, th.border, th.text, th.dim, th.grid} {
+		out = append(out, color.RGBAModel.Convert(c).(color.RGBA))
+	}
+	out = append(out, seriesColors...)
+	names := make([]string, 0, len(namedColors))
+	for n := range namedColors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		out = append(out, namedColors[n])
+	}
+	return out
 }
 
 // seriesColors is Grafana's classic palette, in its order.
