@@ -3,7 +3,7 @@ module github.com/diskcanary/diskcanary/tools/dashshot
 go 1.26.8
 
 require (
-	github.com/diskcanary/diskcanary v0.0.0-00010101000000-000000000000
+	github.com/diskcanary/diskcanary v0.0.0
 	gonum.org/v1/plot v0.17.0
 )
 

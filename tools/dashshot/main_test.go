@@ -145,7 +145,9 @@ func TestDrawsTheOnCallDashboard(t *testing.T) {
 	checkColors(t, img, s, themes["light"])
 
 	// The dark theme, narrower.
-	code, stdout, stderr = runShot(t, "-prometheus", srv.URL, "-o", out, "-theme", "dark", "-width", "1000", "-json", onCall)
+	queries = nil
+	code, stdout, stderr = runShot(t, "-prometheus", srv.URL, "-o", out, "-theme", "dark", "-width", "1000", "-json",
+		"-var", "probe=wal", "-var", "cluster=All", "-var", "instance=h:1", onCall)
 	if code != 0 {
 		t.Fatalf("dark: exit %d: %s", code, stderr)
 	}
@@ -159,6 +161,12 @@ func TestDrawsTheOnCallDashboard(t *testing.T) {
 	defer g.Close()
 	if img, err = png.Decode(g); err != nil {
 		t.Fatal(err)
+	}
+	joined = strings.Join(queries, "\n")
+	for _, w := range []string{`instance="h:1"`, `probe=~"wal"`, `cluster=~".*"`} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("with -var: no query has %s", w)
+		}
 	}
 	if img.Bounds().Dx() != 1000 || s.Width != 1000 {
 		t.Errorf("dark picture %v, -json width %d; want 1000", img.Bounds(), s.Width)

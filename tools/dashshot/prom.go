@@ -165,7 +165,8 @@ func unixString(t time.Time) string {
 
 // resolveVars gives every query, custom and constant variable a value, in
 // order, each query interpolated with the values before it: the value
-// given on the command line, else All for a variable that includes All,
+// given on the command line (All for All), else All for a variable that
+// includes All,
 // else the first value Prometheus returns (sorted as the variable says).
 // A variable with no value at all resolves to "" and is reported.
 func resolveVars(ctx context.Context, c *promClient, d *dashboard, given map[string]string, start, end time.Time, m macros) (map[string]string, []string, error) {
@@ -175,6 +176,9 @@ func resolveVars(ctx context.Context, c *promClient, d *dashboard, given map[str
 	for _, v := range d.Templating.List {
 		vars[v.Name] = v
 		if g, ok := given[v.Name]; ok {
+			if v.IncludeAll && (g == "All" || g == "$__all") {
+				g = "$__all"
+			}
 			values[v.Name] = g
 			continue
 		}
