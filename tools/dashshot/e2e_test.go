@@ -29,9 +29,9 @@ const throttleIOPS = 10
 // writes a second. dashshot then draws the on-call dashboard over the
 // whole run: every panel drawn in the PNG, the panels this setup feeds
 // with data, the SMART ones (a loop device has none) without, and the
-// read p99 under the 25 ms bar before the throttle and over the wait of
-// one throttled I/O slot (1/throttleIOPS) at the end. DASHSHOT_OUTPUT=FILE.png keeps the picture
-// (docs/oncall-dashboard.png is made so; docs/development.md).
+// read p99 under the 25 ms bar before the throttle and over one throttled
+// I/O slot (1/throttleIOPS) at the end. DASHSHOT_OUTPUT=FILE.png keeps
+// the picture (docs/oncall-dashboard.png is made so: docs/development.md).
 func TestOnCallDashboardEndToEnd(t *testing.T) {
 	testkit.RequireRoot(t)
 	testkit.SkipUnderRace(t)
