@@ -3,7 +3,9 @@ package probes
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,4 +194,75 @@ func TestCapacityReportsTheLayout(t *testing.T) {
 		require.Equal(t, int64(1<<20), p.WorkingSet)
 		require.Equal(t, 0, p.Done)
 	}
+}
+
+func TestCapacityBytesPerOp(t *testing.T) {
+	require.Equal(t, int64(0), CapacityBytesPerOp(CapacityRandRead, 4096))
+	require.Equal(t, int64(4096), CapacityBytesPerOp(CapacityRandWrite, 4096))
+	// 2300 bytes touch at most 2 pages, and 8 KiB of journal per fdatasync.
+	require.Equal(t, int64(2*4096+8192), CapacityBytesPerOp(CapacityWAL, 2300))
+	require.Equal(t, 1, CapacityConcurrency(CapacityWAL))
+	require.Equal(t, 32, CapacityConcurrency(CapacityRandWrite))
+}
+
+// Random writes go into the working set after its header: 50 writes of
+// 4 KiB a step, counted; the kept working set is still one the next run
+// takes as laid out.
+func TestCapacityRandWrite(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityRandWrite, BlockSize: 4096, WorkingSet: 1 << 20,
+		Rates: []float64{500, 1000}, MaxP99: time.Second, Concurrency: 4, MinStepOps: 50, MinStepTime: time.Millisecond,
+		AllowUnsafeFS: true, KeepWorkingSet: true})
+	require.NoError(t, err)
+	require.Equal(t, CapacityRandWrite, res.Pattern)
+	require.Len(t, res.Steps, 2)
+	require.Equal(t, int64(100*4096), res.Written)
+	require.False(t, res.BudgetEnded)
+	require.Equal(t, filepath.Join(dir, ".diskcanary-check-readset"), res.WorkingSetFile)
+	d, err := openDirSite(dir, "/proc", "/sys", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer d.close()
+	require.True(t, d.dir.readsetValid(".diskcanary-check-readset", 1<<20), "the header is never written")
+}
+
+// The WAL pattern: one writer whatever Concurrency says, 2300-byte
+// appends, each counted with the pages it dirtied and 8 KiB of journal;
+// the segment removed at the end.
+func TestCapacityWAL(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityWAL,
+		Rates: []float64{200, 400}, MaxP99: time.Second, Concurrency: 8, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Concurrency)
+	require.Equal(t, int64(2300), res.BlockSize)
+	require.Len(t, res.Steps, 2)
+	require.Equal(t, int64(1458176), res.Written, "100 appends from offset 0")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+// The write budget: the second step would pass it, so the sweep ends
+// after the first, which held; nothing is partial, and the budget was kept.
+func TestCapacityWriteBudgetEndsTheSweep(t *testing.T) {
+	dir := t.TempDir()
+	var seen int
+	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityRandWrite, BlockSize: 4096, WorkingSet: 1 << 20,
+		Rates: []float64{500, 1000, 2000}, MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond,
+		AllowUnsafeFS: true, WriteBudget: 50*4096 + 4095, Step: func(CapacityStep) { seen++ }})
+	require.NoError(t, err)
+	require.Len(t, res.Steps, 1)
+	require.Equal(t, 1, seen)
+	require.True(t, res.BudgetEnded)
+	require.False(t, res.Partial)
+	require.Equal(t, 0, res.Knee)
+	require.Equal(t, int64(50*4096), res.Written)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+func TestCapacityUnknownPattern(t *testing.T) {
+	_, err := Capacity(context.Background(), CapacityOptions{Dir: t.TempDir(), Pattern: "seqread", Rates: []float64{100}, MaxP99: time.Second})
+	require.EqualError(t, err, `unknown capacity pattern "seqread" (randread, randwrite, wal)`)
 }
