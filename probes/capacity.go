@@ -139,7 +139,7 @@ type CapacityOptions struct {
 // CapacityStep is one rate of the sweep. Latencies are measured from each
 // read's scheduled start, not from when it was issued: a read that waits
 // for a free slot, or for the dispatcher, carries that wait (coordinated
-// omission); ServiceP99 is the pread alone.
+// omission); ServiceP50 and ServiceP99 are the syscalls alone.
 type CapacityStep struct {
 	AskedIOPS, AchievedIOPS float64
 	// Ops were scheduled; Missed of them were never issued before the step
@@ -148,7 +148,8 @@ type CapacityStep struct {
 	Duration      time.Duration
 	P50, P90, P99 time.Duration
 	P999, Max     time.Duration
-	ServiceP99    time.Duration
+	// ServiceP50 and ServiceP99 are of the syscalls alone.
+	ServiceP50, ServiceP99 time.Duration
 	// PoolFull: some read waited for one of the Concurrency slots.
 	PoolFull bool
 	// OverBound: the p99 was over MaxP99; Short: the achieved rate was
@@ -388,7 +389,7 @@ dispatch:
 	slices.Sort(lat)
 	slices.Sort(svc[:issued])
 	st.P50, st.P90, st.P99, st.P999, st.Max = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99), Percentile(lat, 99.9), lat[n-1]
-	st.ServiceP99 = Percentile(svc[:issued], 99)
+	st.ServiceP50, st.ServiceP99 = Percentile(svc[:issued], 50), Percentile(svc[:issued], 99)
 	st.OverBound = st.P99 > w.maxP99
 	st.Short = st.AchievedIOPS < capacityHeld*rate
 	return st, true
@@ -792,14 +793,14 @@ func walOps(w *walProbe, fl *inflight, written *atomic.Int64) (capacityOp, func(
 }
 
 // walFlushCheck marks a WAL sweep untrusted when its flushes reached no
-// device: the first step's p50 (from the scheduled start, so at least the
-// fdatasync) under 10 µs while the device counted no flush, or there is no
-// device, as the WAL probe's check (flushLies) says.
+// device: the first step's service p50 (the append's pwrite and fdatasync)
+// under 10 µs while the device counted no flush, or there is no device, as
+// the WAL probe's check (flushLies) says.
 func walFlushCheck(res *CapacityResult, noFlush func() bool) {
 	if len(res.Steps) == 0 {
 		return
 	}
-	if res.Steps[0].P50 < 10*time.Microsecond && noFlush() {
+	if res.Steps[0].ServiceP50 < 10*time.Microsecond && noFlush() {
 		lie := "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)"
 		res.Warnings = append(res.Warnings, lie)
 		if res.Untrusted == "" {

@@ -266,3 +266,24 @@ func TestCapacityUnknownPattern(t *testing.T) {
 	_, err := Capacity(context.Background(), CapacityOptions{Dir: t.TempDir(), Pattern: "seqread", Rates: []float64{100}, MaxP99: time.Second})
 	require.EqualError(t, err, `unknown capacity pattern "seqread" (randread, randwrite, wal)`)
 }
+
+// A stop mid-sweep keeps the step done, marks the result partial and
+// removes the writing patterns' files too: the working set, the segment.
+func TestCapacityWritePatternsRemoveTheirFilesWhenStopped(t *testing.T) {
+	for _, pattern := range []string{CapacityRandWrite, CapacityWAL} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		// 50 ops at 500 a second, then 50 at 10 a second: 5 s, stopped.
+		res, err := Capacity(ctx, CapacityOptions{Dir: dir, Pattern: pattern, WorkingSet: 1 << 20, Rates: []float64{500, 10},
+			MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true})
+		cancel()
+		require.ErrorIs(t, err, ErrInterrupted, pattern)
+		require.EqualError(t, err, "interrupted after 1 step", pattern)
+		require.True(t, res.Partial)
+		require.Len(t, res.Steps, 1)
+		require.Equal(t, 0, res.Knee)
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries, pattern)
+	}
+}

@@ -225,3 +225,35 @@ func TestCapacityOnHungReadsExits2(t *testing.T) {
 	require.Equal(t, []string{".diskcanary-check-readset"}, probeFiles(t, m.Dir), "as the reason said")
 	require.NoError(t, os.Remove(readset))
 }
+
+// tmpfs is memory: every pattern is refused at once (exit 2, the reason,
+// the JSON naming the pattern) unless --allow-unsafe-fs; with it the WAL
+// sweep runs, and its fdatasyncs, reaching no device, are named in the
+// warnings; nothing is left behind.
+func TestCapacityPatternsOnTmpfs(t *testing.T) {
+	dir := testkit.Tmpfs(t)
+	for _, pattern := range []string{"randread", "randwrite", "wal"} {
+		args := []string{dir, "--profile", "capacity", "--pattern", pattern, "--rates", "1000", "--min-free", "0", "--json", "--quiet"}
+		if pattern != "wal" {
+			args = append(args, "--working-set", "4m")
+		}
+		r := runCheckBinary(t, 30*time.Second, 0, 0, args...)
+		require.Equal(t, 2, r.code, "%s: %s", pattern, r.stderr)
+		require.Equal(t, "diskcanary: could not measure capacity on "+dir+": "+dir+" is tmpfs (memory): no disk to measure (--allow-unsafe-fs to run it anyway)\n", r.stderr)
+		var j capacityJSON
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &j), r.stdout)
+		require.Equal(t, pattern, j.Pattern)
+		require.Equal(t, "could not measure", j.Verdict)
+		require.Empty(t, j.Steps)
+		require.Empty(t, probeFiles(t, dir))
+	}
+	r := runCheckBinary(t, 30*time.Second, 0, 0, dir, "--profile", "capacity", "--pattern", "wal", "--rates", "1000", "--max-p99", "1s",
+		"--min-free", "0", "--json", "--quiet", "--allow-unsafe-fs")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	var j capacityJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j), r.stdout)
+	require.Equal(t, "pass", j.Verdict)
+	require.False(t, j.Trusted)
+	require.Contains(t, j.Warnings, "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)")
+	require.Empty(t, probeFiles(t, dir))
+}
