@@ -244,6 +244,9 @@ func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime
 		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), work: make(chan slot), timerfd: -1}
 }
 
+// maxSleepSlice bounds one wait of the dispatcher between ops.
+const maxSleepSlice = 100 * time.Millisecond
+
 // errBudgetEnds is a sweeper's before saying the write budget ends the
 // sweep before the next step.
 var errBudgetEnds = errors.New("the write budget ends the sweep")
@@ -349,9 +352,14 @@ dispatch:
 	for ; issued < n; issued++ {
 		s := slot{i: issued, sched: start + int64(float64(issued)*period)}
 		w.sleepUntil(s.sched)
+		// A stop first: a select with a free worker ready too would pick
+		// either, and each op more costs a period.
 		select {
 		case <-w.quit:
 			break dispatch
+		default:
+		}
+		select {
 		case w.work <- s:
 			continue
 		default:
@@ -396,10 +404,12 @@ dispatch:
 }
 
 // sleepUntil sleeps on the timerfd until the monotonic clock reads t
-// (nanotime's clock); a wait under 50µs is spun with yields instead, as a
-// timer's slack would be longer than the wait.
+// (nanotime's clock), or the sweep is stopped (it looks every
+// maxSleepSlice, so a stop at a low rate is not a period late); a wait
+// under 50µs is spun with yields instead, as a timer's slack would be
+// longer than the wait.
 func (w *sweeper) sleepUntil(t int64) {
-	for {
+	for !w.stopped.Load() {
 		d := t - nanotime()
 		switch {
 		case d <= 0:
@@ -408,9 +418,9 @@ func (w *sweeper) sleepUntil(t int64) {
 			runtime.Gosched()
 			continue
 		}
-		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(t)}
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(min(t, nanotime()+int64(maxSleepSlice)))}
 		if unix.TimerfdSettime(w.timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
-			time.Sleep(time.Duration(d))
+			time.Sleep(min(time.Duration(d), maxSleepSlice))
 			continue
 		}
 		var b [8]byte

@@ -269,13 +269,16 @@ func TestCapacityUnknownPattern(t *testing.T) {
 
 // A stop mid-sweep keeps the step done, marks the result partial and
 // removes the writing patterns' files too: the working set, the segment.
+// The stop comes once the first step is reported (20 ops at 20 a second,
+// which hold unless an op takes 50 ms on average); the second would take
+// 20 s.
 func TestCapacityWritePatternsRemoveTheirFilesWhenStopped(t *testing.T) {
 	for _, pattern := range []string{CapacityRandWrite, CapacityWAL} {
 		dir := t.TempDir()
-		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-		// 50 ops at 500 a second, then 50 at 10 a second: 5 s, stopped.
-		res, err := Capacity(ctx, CapacityOptions{Dir: dir, Pattern: pattern, WorkingSet: 1 << 20, Rates: []float64{500, 10},
-			MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		res, err := Capacity(ctx, CapacityOptions{Dir: dir, Pattern: pattern, WorkingSet: 1 << 20, Rates: []float64{20, 1},
+			MaxP99: time.Minute, MinStepOps: 20, MinStepTime: time.Millisecond, AllowUnsafeFS: true,
+			Step: func(CapacityStep) { cancel() }})
 		cancel()
 		require.ErrorIs(t, err, ErrInterrupted, pattern)
 		require.EqualError(t, err, "interrupted after 1 step", pattern)
@@ -286,4 +289,19 @@ func TestCapacityWritePatternsRemoveTheirFilesWhenStopped(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, entries, pattern)
 	}
+}
+
+// A stop is heard between ops at once, not a period later: at 0.01 ops a
+// second the next op is 100 s away, and with a free worker ready the stop
+// still wins.
+func TestSweepStopsWithoutWaitingAPeriod(t *testing.T) {
+	w := newSweeper([]float64{1000, 0.01}, time.Second, 4, 10, time.Millisecond, sleepOp(0))
+	var stopped time.Time
+	steps, err := w.run(func(CapacityStep) {
+		stopped = time.Now()
+		w.stop()
+	})
+	require.ErrorIs(t, err, errInterrupted)
+	require.Len(t, steps, 1)
+	require.Less(t, time.Since(stopped), 2*time.Second, "at most a sleep slice (100 ms), not 100 s")
 }
