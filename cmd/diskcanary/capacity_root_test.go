@@ -53,7 +53,8 @@ func runCapacityProcess(t *testing.T, wrap func(string, ...string) *exec.Cmd, di
 // queue grows by the excess each second, so 550 asked breaks the bound
 // whatever the machine does: that side gets no second chance. Below it a
 // loaded machine (2 CPUs shared by parallel test packages) can push a
-// p99 over 10 ms early, so up to three runs; one must reach 450.
+// p99 over 10 ms early, even at the first step, so up to three runs; one
+// must reach 450.
 func TestCapacityFindsTheBlkioReadCeiling(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 128<<20, "ext4")
@@ -62,15 +63,19 @@ func TestCapacityFindsTheBlkioReadCeiling(t *testing.T) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		var code int
 		j, code = runCapacityProcess(t, throttle.Command, filepath.Join(mnt, "canary"), "--rates", "400,450,500,550,600,700")
-		require.Equal(t, 0, code, "a step held: %+v", j)
+		require.Contains(t, []int{0, 1}, code, "%+v", j)
 		require.True(t, j.BoundReached, "a step past 500 broke the bound")
-		require.NotNil(t, j.IOPSAtBound)
+		if j.IOPSAtBound == nil {
+			t.Logf("run %d: the first step broke the bound", attempt)
+			continue
+		}
 		t.Logf("run %d: IOPS at the bound %.1f", attempt, *j.IOPSAtBound)
 		require.LessOrEqual(t, *j.IOPSAtBound, 550.0)
 		if *j.IOPSAtBound >= 450 {
 			break
 		}
 	}
+	require.NotNil(t, j.IOPSAtBound, "in three runs the first step always broke the bound")
 	require.GreaterOrEqual(t, *j.IOPSAtBound, 450.0)
 	require.InDelta(t, 500, *j.AskedIOPSAtBound, 50)
 }
@@ -105,7 +110,7 @@ func TestCapacityFindsTheBlkioWriteCeiling(t *testing.T) {
 			break
 		}
 	}
-	require.NotNil(t, j.IOPSAtBound)
+	require.NotNil(t, j.IOPSAtBound, "in three runs the first step always broke the bound")
 	require.GreaterOrEqual(t, *j.IOPSAtBound, 450.0)
 	require.InDelta(t, 500, *j.AskedIOPSAtBound, 50)
 	issued := 0
