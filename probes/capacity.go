@@ -516,6 +516,7 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	var walFlushes func() (noFlush bool)
 	go func() {
 		var op capacityOp
+		var err error // this goroutine's own
 		switch o.Pattern {
 		case CapacityRandRead, CapacityRandWrite:
 			r := cs.k.(*readProbe)
