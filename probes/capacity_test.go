@@ -135,17 +135,17 @@ func TestSweepEndsOnAReadError(t *testing.T) {
 	require.Len(t, steps, 1, "the first step's 100 reads were all good")
 }
 
-// A stop mid-step keeps the steps done and drops the unfinished one.
+// A stop mid-step keeps the steps done and drops the unfinished one: it
+// comes 100 ms into the second step, which takes 10 s. The rates are
+// ones a loaded machine keeps (a short first step would end the sweep).
 func TestSweepStoppedKeepsTheStepsDone(t *testing.T) {
-	w := newSweeper([]float64{2000, 100}, time.Second, 4, 100, time.Millisecond, sleepOp(0))
-	go func() {
-		time.Sleep(300 * time.Millisecond) // the 2,000 IOPS step takes 50 ms, the 100 IOPS one 1 s
-		w.stop()
-	}()
-	steps, err := w.run(func(CapacityStep) {})
+	w := newSweeper([]float64{200, 10}, time.Second, 4, 100, time.Millisecond, sleepOp(0))
+	steps, err := w.run(func(CapacityStep) {
+		time.AfterFunc(100*time.Millisecond, w.stop)
+	})
 	require.ErrorIs(t, err, errInterrupted)
 	require.Len(t, steps, 1)
-	require.Equal(t, 2000.0, steps[0].AskedIOPS)
+	require.Equal(t, 200.0, steps[0].AskedIOPS)
 }
 
 // The sweep over a real working set: every step reported, the working set
@@ -153,7 +153,7 @@ func TestSweepStoppedKeepsTheStepsDone(t *testing.T) {
 // marks the result partial and removes the working set too.
 func TestCapacityRemovesItsFiles(t *testing.T) {
 	dir := t.TempDir()
-	o := CapacityOptions{Dir: dir, BlockSize: 4096, WorkingSet: 1 << 20, Rates: []float64{500, 1000}, MaxP99: time.Second,
+	o := CapacityOptions{Dir: dir, BlockSize: 4096, WorkingSet: 1 << 20, Rates: []float64{50, 100}, MaxP99: time.Second,
 		Concurrency: 4, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true}
 	res, err := Capacity(context.Background(), o)
 	require.NoError(t, err)
@@ -165,11 +165,14 @@ func TestCapacityRemovesItsFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries)
 
-	o.Rates = []float64{1000, 10}
+	o.Rates = []float64{100, 1}
 	var steps int
-	o.Step = func(CapacityStep) { steps++ }
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	o.Step = func(CapacityStep) {
+		steps++
+		time.AfterFunc(100*time.Millisecond, cancel) // the second step takes 50 s
+	}
 	res, err = Capacity(ctx, o)
 	require.ErrorIs(t, err, ErrInterrupted)
 	require.EqualError(t, err, "interrupted after 1 step")
@@ -216,7 +219,7 @@ func TestCapacityBytesPerOp(t *testing.T) {
 func TestCapacityRandWrite(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityRandWrite, BlockSize: 4096, WorkingSet: 1 << 20,
-		Rates: []float64{500, 1000}, MaxP99: time.Second, Concurrency: 4, MinStepOps: 50, MinStepTime: time.Millisecond,
+		Rates: []float64{50, 100}, MaxP99: time.Second, Concurrency: 4, MinStepOps: 50, MinStepTime: time.Millisecond,
 		AllowUnsafeFS: true, KeepWorkingSet: true})
 	require.NoError(t, err)
 	require.Equal(t, CapacityRandWrite, res.Pattern)
@@ -236,12 +239,12 @@ func TestCapacityRandWrite(t *testing.T) {
 func TestCapacityWAL(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityWAL,
-		Rates: []float64{200, 400}, MaxP99: time.Second, Concurrency: 8, MinStepOps: 50, MinStepTime: time.Millisecond, AllowUnsafeFS: true})
+		Rates: []float64{25, 50}, MaxP99: time.Second, Concurrency: 8, MinStepOps: 25, MinStepTime: time.Millisecond, AllowUnsafeFS: true})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Concurrency)
 	require.Equal(t, int64(2300), res.BlockSize)
 	require.Len(t, res.Steps, 2)
-	require.Equal(t, int64(1458176), res.Written, "100 appends from offset 0")
+	require.Equal(t, int64(729088), res.Written, "50 appends from offset 0")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)
@@ -253,7 +256,7 @@ func TestCapacityWriteBudgetEndsTheSweep(t *testing.T) {
 	dir := t.TempDir()
 	var seen int
 	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityRandWrite, BlockSize: 4096, WorkingSet: 1 << 20,
-		Rates: []float64{500, 1000, 2000}, MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond,
+		Rates: []float64{50, 100, 200}, MaxP99: time.Second, MinStepOps: 50, MinStepTime: time.Millisecond,
 		AllowUnsafeFS: true, WriteBudget: 50*4096 + 4095, Step: func(CapacityStep) { seen++ }})
 	require.NoError(t, err)
 	require.Len(t, res.Steps, 1)
@@ -300,7 +303,7 @@ func TestCapacityWritePatternsRemoveTheirFilesWhenStopped(t *testing.T) {
 // second the next op is 100 s away, and with a free worker ready the stop
 // still wins.
 func TestSweepStopsWithoutWaitingAPeriod(t *testing.T) {
-	w := newSweeper([]float64{1000, 0.01}, time.Second, 4, 10, time.Millisecond, sleepOp(0))
+	w := newSweeper([]float64{20, 0.01}, time.Second, 4, 10, time.Millisecond, sleepOp(0))
 	var stopped time.Time
 	steps, err := w.run(func(CapacityStep) {
 		stopped = time.Now()
