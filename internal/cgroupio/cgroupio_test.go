@@ -11,8 +11,8 @@ import (
 )
 
 const (
-	podDir = "/kubepods/burstable/pod0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f/3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100"
-	podV2  = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c6a7e_1b2d_4c3e_9f40_5a6b7c8d9e0f.slice/cri-containerd-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope"
+	podDir  = "/kubepods/burstable/pod0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f/3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100"
+	podV2   = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c6a7e_1b2d_4c3e_9f40_5a6b7c8d9e0f.slice/cri-containerd-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope"
 	podName = "pod/0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f/3f4e5d6c7b8a"
 )
 
@@ -50,7 +50,7 @@ func TestReadV1(t *testing.T) {
 			nvme: {ReadBytes: 8192, ReadOps: 2},
 		},
 		"/system.slice/diskcanary.service": {sda: {ReadBytes: 4194304, WriteBytes: 2300000, ReadOps: 1024, WriteOps: 1000}},
-		podDir: {sda: {ReadBytes: 524288000, WriteBytes: 1073741824, DiscardBytes: 65536, ReadOps: 128000, WriteOps: 262144, DiscardOps: 1}},
+		podDir:                             {sda: {ReadBytes: 524288000, WriteBytes: 1073741824, DiscardBytes: 65536, ReadOps: 128000, WriteOps: 262144, DiscardOps: 1}},
 		// The good lines of a file with bad ones are kept.
 		"/user.slice/broken.scope": {sda: {ReadBytes: 12288, ReadOps: 3}},
 	}, byPath(p))
@@ -279,17 +279,17 @@ func TestVanishedMidWalk(t *testing.T) {
 
 func TestWorkload(t *testing.T) {
 	for path, want := range map[string]string{
-		"/":                                 "/",
-		"/system.slice":                     "system.slice",
-		"/system.slice/etcd.service":        "etcd.service",
+		"/":                          "/",
+		"/system.slice":              "system.slice",
+		"/system.slice/etcd.service": "etcd.service",
 		"/user.slice/user-1000.slice/user@1000.service/app.slice/app-foo.scope": "app-foo.scope",
 		podDir: podName,
 		podV2:  podName,
-		"/kubepods.slice/kubepods-pod0f2c6a7e_1b2d_4c3e_9f40_5a6b7c8d9e0f.slice": "pod/0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f",
+		"/kubepods.slice/kubepods-pod0f2c6a7e_1b2d_4c3e_9f40_5a6b7c8d9e0f.slice":                                                                          "pod/0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f",
 		"/kubepods/besteffort/pod0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f/crio-conmon-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope": podName,
-		"/system.slice/docker-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope":                                                    "docker/3f4e5d6c7b8a",
-		"/docker/3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100":                                                                       "docker/3f4e5d6c7b8a",
-		"/machine.slice/libpod-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope":                                                   "podman/3f4e5d6c7b8a",
+		"/system.slice/docker-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope":                                                     "docker/3f4e5d6c7b8a",
+		"/docker/3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100":                                                                        "docker/3f4e5d6c7b8a",
+		"/machine.slice/libpod-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope":                                                    "podman/3f4e5d6c7b8a",
 		"/diskcanary-test-42-busy": "/diskcanary-test-42-busy",
 		"/kubepods/burstable":      "/kubepods/burstable",
 	} {
