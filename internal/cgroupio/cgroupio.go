@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
@@ -200,3 +201,14 @@ type DeviceName struct {
 	Name   string
 	Active bool
 }
+
+// Defaults shared by the contention collector and `diskcanary top`.
+const (
+	// DefaultTop is how many cgroups per device are named.
+	DefaultTop = 10
+	// DefaultMaxCgroups bounds one walk: a busy Kubernetes node has a
+	// few hundred cgroups, so this is a hostile or broken tree.
+	DefaultMaxCgroups = 20000
+	// DefaultBudget bounds one walk's time.
+	DefaultBudget = time.Second
+)
