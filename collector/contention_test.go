@@ -22,7 +22,7 @@ const (
 	contentionPod    = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f2c6a7e_1b2d_4c3e_9f40_5a6b7c8d9e0f.slice/cri-containerd-3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100.scope"
 )
 
-func newTestContention(t *testing.T, cfg ContentionConfig, log *bytes.Buffer) *contentionCollector {
+func newTestContention(t testing.TB, cfg ContentionConfig, log *bytes.Buffer) *contentionCollector {
 	t.Helper()
 	h := slog.Handler(slog.DiscardHandler)
 	if log != nil {
