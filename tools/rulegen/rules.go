@@ -43,6 +43,7 @@ func Rules(p Params) RuleFile {
 		cohortRecording(p),
 		iostatRecording(p),
 		attributionRecording(p),
+		contentionRecording(p),
 		etcdRecording(p),
 		smartRecording(p),
 		probeAlerts(p),

@@ -1,0 +1,145 @@
+package rulegen
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Who slowed the disk: each device's I/O by workload (the contention
+// collector's per-cgroup counters) as rates over the windows the latency
+// verdicts read, the share of the device each workload has, and each
+// device's busiest workloads, the daemon's own I/O and "other" (a sum of
+// many cgroups) never among them.
+
+// latencyWindow is the window of the probe and request p99s the latency
+// alerts and the attribution read.
+const latencyWindow = 15 * time.Minute
+
+// contentionTop is how many workloads per device the ranking rule keeps.
+const contentionTop = 3
+
+// contentionWindows are the rate windows: the latency alerts' and the etcd
+// verdict's, so a slow p99 and the I/O beside it cover the same time.
+func (p Params) contentionWindows() []time.Duration {
+	ws := []time.Duration{latencyWindow}
+	if p.EtcdWindow != latencyWindow {
+		ws = append(ws, p.EtcdWindow)
+	}
+	slices.Sort(ws)
+	return ws
+}
+
+func ruleWorkloadBytes(w time.Duration) string {
+	return "device_workload:diskcanary_cgroup_io_bytes:rate" + promDuration(w)
+}
+
+func ruleWorkloadOps(w time.Duration) string {
+	return "device_workload:diskcanary_cgroup_io_ops:rate" + promDuration(w)
+}
+
+func ruleWorkloadShare(w time.Duration) string {
+	return "device_workload:diskcanary_cgroup_io_bytes:share_rate" + promDuration(w)
+}
+
+func ruleWorkloadTop(w time.Duration) string {
+	return fmt.Sprintf("device_workload:diskcanary_cgroup_io_bytes:top%d_rate%s", contentionTop, promDuration(w))
+}
+
+// notCulprit are the workloads the ranking leaves out: the daemon's own
+// probes (the load it is there to add) and the sum of the cgroups past
+// the exporter's top N, which is no one workload.
+const notCulprit = `workload!~"diskcanary|other"`
+
+func contentionRecording(p Params) Group {
+	g := Group{Name: "diskcanary.contention.recording"}
+	dev := p.deviceLabels()
+	for _, w := range p.contentionWindows() {
+		win := promDuration(w)
+		g.Rules = append(g.Rules,
+			Rule{Record: ruleWorkloadBytes(w), Expr: fmt.Sprintf("sum by (%s, workload, cgroup) (rate(diskcanary_cgroup_io_bytes_total[%s]))", dev, win)},
+			Rule{Record: ruleWorkloadOps(w), Expr: fmt.Sprintf("sum by (%s, workload, cgroup) (rate(diskcanary_cgroup_io_ops_total[%s]))", dev, win)},
+			// A device no cgroup moved a byte on has no share (not NaN).
+			Rule{Record: ruleWorkloadShare(w), Expr: fmt.Sprintf("%[1]s\n/ on (%[2]s) group_left ()\n(sum by (%[2]s) (%[1]s) > 0)", ruleWorkloadBytes(w), dev)},
+			Rule{Record: ruleWorkloadTop(w), Expr: fmt.Sprintf("topk by (%s) (%d, %s{%s} > 0)", dev, contentionTop, ruleWorkloadBytes(w), notCulprit)},
+		)
+	}
+	return g
+}
+
+// contentionCases pin the rates, the shares and the ranking on one device
+// with five named workloads, the daemon's own and other, and an idle
+// device. Inputs are per minute; evaluated at 20m over full windows.
+func contentionCases(p Params) []alertCase {
+	const sda = `job="diskcanary", instance="n1:9742", device="sda"`
+	const sdb = `job="diskcanary", instance="n1:9742", device="sdb"`
+	type wl struct {
+		workload, cgroup string
+		read, write      int // bytes per minute
+		ops              int // per minute, read and write each
+	}
+	// Bytes per second: pod 10 MiB, etcd 1 MiB, backup 512 KiB, cron
+	// 64 KiB, a unit that stopped at 10m 0, diskcanary 2 MiB, other
+	// 256 KiB; 13.8125 MiB a second on sda in all.
+	wls := []wl{
+		{"pod/0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f/3f4e5d6c7b8a", "/kubepods/burstable/pod0f2c6a7e-1b2d-4c3e-9f40-5a6b7c8d9e0f/3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100", 0, 629145600, 6000},
+		{"etcd.service", "/system.slice/etcd.service", 0, 62914560, 1200},
+		{"backup.service", "/system.slice/backup.service", 31457280, 0, 60},
+		{"cron.service", "/system.slice/cron.service", 3932160, 0, 60},
+		{"diskcanary", "/system.slice/diskcanary.service", 62914560, 62914560, 3000},
+		{"other", "", 15728640, 0, 600},
+	}
+	var in []series
+	for _, x := range wls {
+		l := fmt.Sprintf(`%s, workload="%s", cgroup="%s"`, sda, x.workload, x.cgroup)
+		in = append(in,
+			series{fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, op="read"}`, l), fmt.Sprintf("0+%dx20", x.read)},
+			series{fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, op="write"}`, l), fmt.Sprintf("0+%dx20", x.write)},
+			series{fmt.Sprintf(`diskcanary_cgroup_io_ops_total{%s, op="read"}`, l), fmt.Sprintf("0+%dx20", x.ops)},
+			series{fmt.Sprintf(`diskcanary_cgroup_io_ops_total{%s, op="write"}`, l), fmt.Sprintf("0+%dx20", x.ops)})
+	}
+	// A unit that wrote 100 MiB a minute until 4m, then went away with its
+	// cgroup: by 20m it is out of every window.
+	gone := fmt.Sprintf(`%s, workload="batch.service", cgroup="/system.slice/batch.service"`, sda)
+	in = append(in, series{fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, op="write"}`, gone), "0+104857600x4"})
+	// sdb: the root cgroup read nothing.
+	in = append(in, series{fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, workload="/", cgroup="/", op="read"}`, sdb), "0x20"})
+
+	w := latencyWindow
+	lbl := func(dev, workload, cgroup string) string {
+		return fmt.Sprintf(`%s{%s, workload="%s", cgroup="%s"}`, "", dev, workload, cgroup)
+	}
+	pod, etcd, backup := wls[0], wls[1], wls[2]
+	bytes := ruleWorkloadBytes(w)
+	exp := func(name string, vals ...expSample) exprTest {
+		return exprTest{Expr: name, EvalTime: "20m", ExpSamples: vals}
+	}
+	rate := func(x wl) float64 { return float64(x.read+x.write) / 60 }
+	return []alertCase{{
+		name:  "workloads ranked by I/O on a device: rates, shares, the busiest three without diskcanary and other",
+		input: in,
+		expr: []exprTest{
+			exp(bytes,
+				expSample{bytes + lbl(sda, pod.workload, pod.cgroup), 10485760},
+				expSample{bytes + lbl(sda, etcd.workload, etcd.cgroup), 1048576},
+				expSample{bytes + lbl(sda, backup.workload, backup.cgroup), 524288},
+				expSample{bytes + lbl(sda, "cron.service", "/system.slice/cron.service"), 65536},
+				expSample{bytes + lbl(sda, "diskcanary", "/system.slice/diskcanary.service"), 2097152},
+				expSample{bytes + lbl(sda, "other", ""), 262144},
+				expSample{bytes + lbl(sdb, "/", "/"), 0},
+			),
+			exp(ruleWorkloadOps(w)+`{workload="etcd.service"}`,
+				expSample{ruleWorkloadOps(w) + lbl(sda, etcd.workload, etcd.cgroup), 40}),
+			// pod: 10 MiB/s of 14483456 B/s on sda.
+			exp(ruleWorkloadShare(w)+`{workload=~"pod/.*|diskcanary"}`,
+				expSample{ruleWorkloadShare(w) + lbl(sda, pod.workload, pod.cgroup), rate(pod) / 14483456},
+				expSample{ruleWorkloadShare(w) + lbl(sda, "diskcanary", "/system.slice/diskcanary.service"), 2097152.0 / 14483456}),
+			// sdb moved nothing: no share, no ranking.
+			exp(ruleWorkloadShare(w)+`{device="sdb"}`),
+			exp(ruleWorkloadTop(w),
+				expSample{ruleWorkloadTop(w) + lbl(sda, pod.workload, pod.cgroup), 10485760},
+				expSample{ruleWorkloadTop(w) + lbl(sda, etcd.workload, etcd.cgroup), 1048576},
+				expSample{ruleWorkloadTop(w) + lbl(sda, backup.workload, backup.cgroup), 524288}),
+		},
+	}}
+}
