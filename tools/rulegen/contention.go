@@ -135,7 +135,7 @@ func contentionCases(p Params) []alertCase {
 				expSample{ruleWorkloadShare(w) + lbl(sda, pod.workload, pod.cgroup), rate(pod) / 14483456},
 				expSample{ruleWorkloadShare(w) + lbl(sda, "diskcanary", "/system.slice/diskcanary.service"), 2097152.0 / 14483456}),
 			// sdb moved nothing: no share, no ranking.
-			exp(ruleWorkloadShare(w)+`{device="sdb"}`),
+			exp(ruleWorkloadShare(w) + `{device="sdb"}`),
 			exp(ruleWorkloadTop(w),
 				expSample{ruleWorkloadTop(w) + lbl(sda, pod.workload, pod.cgroup), 10485760},
 				expSample{ruleWorkloadTop(w) + lbl(sda, etcd.workload, etcd.cgroup), 1048576},
