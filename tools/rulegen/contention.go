@@ -107,7 +107,7 @@ func contentionCases(p Params) []alertCase {
 
 	w := latencyWindow
 	lbl := func(dev, workload, cgroup string) string {
-		return fmt.Sprintf(`%s{%s, workload="%s", cgroup="%s"}`, "", dev, workload, cgroup)
+		return fmt.Sprintf(`{%s, workload="%s", cgroup="%s"}`, dev, workload, cgroup)
 	}
 	pod, etcd, backup := wls[0], wls[1], wls[2]
 	bytes := ruleWorkloadBytes(w)
