@@ -225,7 +225,7 @@ func provokeCgroupIO(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Munmap(buf)
+	defer func() { _ = syscall.Munmap(buf) }()
 	if _, err := f.Write(buf); err != nil {
 		t.Fatal(err)
 	}
