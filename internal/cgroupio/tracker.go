@@ -289,16 +289,15 @@ func (t *Tracker) rank(dev Dev, cands []*cgDev) Ranking {
 		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(b.acc.Bytes(), a.acc.Bytes()),
 			cmp.Compare(b.acc.Ops(), a.acc.Ops()), cmp.Compare(a.cg.path, b.cg.path))
 	})
-	r := Ranking{Dev: dev}
-	var self *Row
+	r := Ranking{Dev: dev, Rows: make([]Row, 0, min(len(cands), t.cfg.Top)+2)}
+	var self *cgDev
 	shown := 0
 	for _, d := range cands {
-		row := Row{Workload: d.cg.workload, Cgroup: d.cg.path, Total: d.acc, Delta: d.delta}
 		switch {
 		case d.cg.workload == Self && d.cg.path == t.cfg.SelfPath:
-			self = &row
+			self = d
 		case shown < t.cfg.Top:
-			r.Rows = append(r.Rows, row)
+			r.Rows = append(r.Rows, Row{Workload: d.cg.workload, Cgroup: d.cg.path, Total: d.acc, Delta: d.delta})
 			shown++
 		default:
 			ds.other.add(d.delta)
@@ -307,7 +306,7 @@ func (t *Tracker) rank(dev Dev, cands []*cgDev) Ranking {
 		}
 	}
 	if self != nil {
-		r.Rows = append(r.Rows, *self)
+		r.Rows = append(r.Rows, Row{Workload: self.cg.workload, Cgroup: self.cg.path, Total: self.acc, Delta: self.delta})
 	}
 	if ds.hasOther {
 		r.Rows = append(r.Rows, Row{Workload: Other, Total: ds.other, Delta: ds.otherDelta})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,6 +55,7 @@ type Reader struct {
 	buf   []byte
 	dents []byte
 	stack []string
+	path  []byte
 	// visited, when set, is called after each directory is read (tests).
 	visited func(rel string)
 }
@@ -125,7 +127,7 @@ func isGone(err error) bool {
 // visit reads one cgroup directory: its stat files, and its subdirectories
 // onto the stack.
 func (r *Reader) visit(p *Pass, rel string) error {
-	fd, err := unix.Open(r.dir(rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := r.openDir(rel)
 	if err != nil {
 		return err
 	}
@@ -161,11 +163,11 @@ func (r *Reader) visit(p *Pass, rel string) error {
 			if typ != unix.DT_DIR || string(name) == "." || string(name) == ".." {
 				continue
 			}
-			child := "/" + string(name)
-			if rel != "/" {
-				child = rel + child
+			if rel == "/" {
+				r.stack = append(r.stack, "/"+string(name))
+			} else {
+				r.stack = append(r.stack, rel+"/"+string(name))
 			}
-			r.stack = append(r.stack, child)
 		}
 	}
 }
@@ -212,7 +214,7 @@ func (r *Reader) readStats(dirFD int, p *Pass, rel string) error {
 // cgroup stat file is generated at open and read sequentially; the buffer
 // grows for a host with many devices and is kept.
 func (r *Reader) read(dirFD int, name string) ([]byte, error) {
-	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := r.openat(dirFD, name, unix.O_RDONLY|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +248,7 @@ func (r *Reader) Pressure(rel string) (some, full uint64, ok bool) {
 	if r.Version != 2 {
 		return 0, 0, false
 	}
-	fd, err := unix.Open(r.dir(rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := r.openDir(rel)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -261,13 +263,38 @@ func (r *Reader) Pressure(rel string) (some, full uint64, ok bool) {
 	return parsePressure(b)
 }
 
-// dir is the directory of the cgroup at rel.
-func (r *Reader) dir(rel string) string {
+// openDir opens the directory of the cgroup at rel.
+func (r *Reader) openDir(rel string) (int, error) {
+	name := r.Root
 	switch {
 	case rel != "/":
-		return r.Root + rel
-	case r.Root == "":
-		return "/"
+		r.path = append(append(r.path[:0], r.Root...), rel...)
+		return r.openat(unix.AT_FDCWD, "", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	case name == "":
+		name = "/"
 	}
-	return r.Root
+	return r.openat(unix.AT_FDCWD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+}
+
+// openat is openat(2) with the name built in a buffer the reader keeps
+// (name, or r.path when name is ""): x/sys/unix copies every path into a
+// new NUL-terminated slice, two allocations per cgroup a pass.
+func (r *Reader) openat(dirFD int, name string, flags int) (int, error) {
+	if name != "" {
+		r.path = append(r.path[:0], name...)
+	}
+	if bytes.IndexByte(r.path, 0) >= 0 {
+		return -1, unix.EINVAL
+	}
+	r.path = append(r.path, 0)
+	for {
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirFD), uintptr(unsafe.Pointer(&r.path[0])), uintptr(flags), 0, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return -1, errno
+		}
+		return int(fd), nil
+	}
 }
