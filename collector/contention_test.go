@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
@@ -168,4 +169,44 @@ func TestContention100kCgroupsIsBounded(t *testing.T) {
 	}
 	// Ten named cgroups and other, read and write each.
 	require.Equal(t, 22, named)
+}
+
+// A pass stuck in a cgroup file (here a FIFO that no one writes: the open
+// blocks) holds up only itself: scrapes answer from the last pass.
+func TestContentionScrapeNeverWaitsForAPass(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("io\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "io.stat"), []byte("8:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"), 0o644))
+	c := newTestContention(t, ContentionConfig{Root: root}, nil)
+	c.collect(time.Now)
+	before := scrape(t, c)
+	require.Equal(t, 4096.0, before[`diskcanary_cgroup_io_bytes_total{cgroup="/",device="sda",op="read",workload="/"}`])
+
+	hung := filepath.Join(root, "hung")
+	require.NoError(t, os.Mkdir(hung, 0o755))
+	fifo := filepath.Join(hung, "io.stat")
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	passed := make(chan struct{})
+	go func() { c.collect(time.Now); close(passed) }()
+	t.Cleanup(func() {
+		// Unblock the pass: a writer opens the FIFO and closes it (EOF).
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-passed
+	})
+	time.Sleep(50 * time.Millisecond) // the pass is in the FIFO's open
+	scraped := make(chan map[string]float64, 1)
+	go func() { scraped <- scrape(t, c) }()
+	select {
+	case got := <-scraped:
+		require.Equal(t, before, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a scrape waited for the stuck pass")
+	}
+	select {
+	case <-passed:
+		t.Fatal("the pass was not stuck: the test tests nothing")
+	default:
+	}
 }
