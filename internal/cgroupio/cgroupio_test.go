@@ -306,3 +306,22 @@ func TestParseV2StatKeepsGoodLines(t *testing.T) {
 		{Dev: Dev{253, 1}, Counts: Counts{WriteBytes: 18446744073709551615}},
 	}, stats)
 }
+
+// A v2 cgroup without io.stat (io not in its parent's subtree_control) is
+// walked, not counted as vanished, and its subtree is left alone; a root
+// without io.stat still has its children read.
+func TestV2WithoutTheIOController(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "cgroup.controllers"), "cpu io memory\n")
+	for _, dir := range []string{"a.slice", "plain", "plain/child"} {
+		require.NoError(t, os.Mkdir(filepath.Join(root, dir), 0o755))
+		write(t, filepath.Join(root, dir, "cgroup.controllers"), "cpu memory\n")
+	}
+	write(t, filepath.Join(root, "a.slice", "io.stat"), "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0\n")
+	// plain/child has an io.stat no kernel would give it: it is not read.
+	write(t, filepath.Join(root, "plain", "child", "io.stat"), "8:0 rbytes=9 wbytes=9 rios=9 wios=9 dbytes=0 dios=0\n")
+	p := read(t, Source{Version: 2, Root: root}, Limits{})
+	require.Equal(t, 3, p.Walked)
+	require.Equal(t, 0, p.Vanished)
+	require.Equal(t, map[string]map[Dev]Counts{"/a.slice": {sda: {ReadBytes: 1, WriteBytes: 2, ReadOps: 3, WriteOps: 4}}}, byPath(p))
+}

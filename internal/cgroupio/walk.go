@@ -118,6 +118,10 @@ func (r *Reader) Read(p *Pass) error {
 	return nil
 }
 
+// errNoController is a live v2 cgroup without io.stat: the io controller
+// is not enabled for it (its parent's cgroup.subtree_control lacks io).
+var errNoController = errors.New("no io controller")
+
 // isGone is an error of a cgroup removed while it was read: its directory
 // or files are gone (ENOENT) or its files no longer answer (ENODEV).
 func isGone(err error) bool {
@@ -132,7 +136,14 @@ func (r *Reader) visit(p *Pass, rel string) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := r.readStats(fd, p, rel); err != nil {
+	switch err := r.readStats(fd, p, rel); {
+	case errors.Is(err, errNoController) && rel != "/":
+		// Controllers are enabled top down: no descendant has it either.
+		return nil
+	case errors.Is(err, errNoController):
+		// A root without io.stat (kernels before it had one there):
+		// its children may have theirs.
+	case err != nil:
 		return err
 	}
 	// Subdirectories, from the kernel's dirents: only directories are
@@ -183,6 +194,9 @@ func (r *Reader) readStats(dirFD int, p *Pass, rel string) error {
 	switch r.Version {
 	case 2:
 		b, err := r.read(dirFD, v2StatFile)
+		if errors.Is(err, unix.ENOENT) && unix.Faccessat(dirFD, "cgroup.controllers", unix.F_OK, 0) == nil {
+			return errNoController
+		}
 		if err != nil {
 			return err
 		}
