@@ -325,3 +325,17 @@ func TestV2WithoutTheIOController(t *testing.T) {
 	require.Equal(t, 0, p.Vanished)
 	require.Equal(t, map[string]map[Dev]Counts{"/a.slice": {sda: {ReadBytes: 1, WriteBytes: 2, ReadOps: 3, WriteOps: 4}}}, byPath(p))
 }
+
+// A truncated pass keeps the rows of the cgroups it did not reach, with
+// their counters as they were: no series drops out and comes back.
+func TestTruncatedPassKeepsRows(t *testing.T) {
+	tr := NewTracker(TrackerConfig{Version: 1, Top: 10, Decay: 0.5})
+	full := read(t, Source{Version: 1, Root: "testdata/v1/blkio"}, Limits{})
+	first := tr.Observe(full, time.Unix(1000, 0))
+	part := read(t, Source{Version: 1, Root: "testdata/v1/blkio"}, Limits{MaxCgroups: 2})
+	require.Equal(t, TruncatedCount, part.Truncated)
+	require.Less(t, len(part.Cgroups), len(full.Cgroups))
+	second := tr.Observe(part, time.Unix(1005, 0))
+	require.Equal(t, rowsOf(first.Devices, sda), rowsOf(second.Devices, sda))
+	require.Equal(t, rowsOf(first.Devices, nvme), rowsOf(second.Devices, nvme))
+}

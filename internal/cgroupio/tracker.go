@@ -173,6 +173,20 @@ func (t *Tracker) Observe(p *Pass, now time.Time) Snapshot {
 		// children's) stops being a row.
 		st.devs = slices.DeleteFunc(st.devs, func(d *cgDev) bool { return d.seen != t.passes })
 	}
+	// A truncated pass did not reach some cgroups: they keep their rows,
+	// with no I/O this pass, rather than drop out and come back.
+	for _, st := range t.cgroups {
+		if st.seen == t.passes {
+			continue
+		}
+		for _, d := range st.devs {
+			d.delta = Counts{}
+			d.score *= t.cfg.Decay
+			if !d.acc.zero() {
+				t.cands[d.dev] = append(t.cands[d.dev], d)
+			}
+		}
+	}
 
 	snap := Snapshot{Time: now, Pass: *p}
 	snap.Pass.Cgroups = nil
