@@ -67,6 +67,20 @@ func contentionRecording(p Params) Group {
 	return g
 }
 
+// contentionAlerts say when "who did the I/O" cannot be answered whole:
+// no hierarchy accounts block I/O, or passes stop before the end of the
+// tree, so the cgroups past the limit are missing from every ranking.
+func contentionAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.contention.alerts"}
+	g.Rules = append(g.Rules,
+		p.alert("DiskcanaryContentionBlind", "info",
+			"diskcanary_contention_available == 0\nor\ndiskcanary_contention_truncated == 1", p.CollectorFailingFor,
+			"who does I/O on this node's disks is not (all) known",
+			"diskcanary on {{ $labels.instance }} finds no cgroup hierarchy that accounts block I/O, or its passes over the cgroup tree stop before the end (diskcanary_contention_truncated: too many cgroups for --collector.contention.max-cgroups, or slower than --collector.contention.budget): the per-workload I/O beside a slow disk is missing or partial."),
+	)
+	return p.linkDashboard(g, dashboardNode, "job", "instance")
+}
+
 // contentionCases pin the rates, the shares and the ranking on one device
 // with five named workloads, the daemon's own and other, and an idle
 // device. Inputs are per minute; evaluated at 20m over full windows.
@@ -115,7 +129,18 @@ func contentionCases(p Params) []alertCase {
 		return exprTest{Expr: name, EvalTime: "20m", ExpSamples: vals}
 	}
 	rate := func(x wl) float64 { return float64(x.read+x.write) / 60 }
-	return []alertCase{{
+	const inst = `job="diskcanary", instance="n1:9742"`
+	blind := []alertCase{
+		{name: "no cgroup I/O accounting for 20 m", alert: "DiskcanaryContentionBlind", at: "20m",
+			input: s(`diskcanary_contention_available{`+inst+`}`, "0x30"), fire: []string{inst}},
+		{name: "passes truncated for 20 m", alert: "DiskcanaryContentionBlind", at: "20m",
+			input: concat(s(`diskcanary_contention_available{`+inst+`}`, "1x30"), s(`diskcanary_contention_truncated{`+inst+`}`, "1x30")), fire: []string{inst}},
+		{name: "one truncated pass in 20 m: silent", alert: "DiskcanaryContentionBlind", at: "20m",
+			input: concat(s(`diskcanary_contention_available{`+inst+`}`, "1x30"), s(`diskcanary_contention_truncated{`+inst+`}`, "0x10 1 0x19"))},
+		{name: "every pass whole: silent", alert: "DiskcanaryContentionBlind", at: "20m",
+			input: concat(s(`diskcanary_contention_available{`+inst+`}`, "1x30"), s(`diskcanary_contention_truncated{`+inst+`}`, "0x30"))},
+	}
+	return append(blind, alertCase{
 		name:  "workloads ranked by I/O on a device: rates, shares, the busiest three without diskcanary and other",
 		input: in,
 		expr: []exprTest{
@@ -141,5 +166,5 @@ func contentionCases(p Params) []alertCase {
 				expSample{ruleWorkloadTop(w) + lbl(sda, etcd.workload, etcd.cgroup), 1048576},
 				expSample{ruleWorkloadTop(w) + lbl(sda, backup.workload, backup.cgroup), 524288}),
 		},
-	}}
+	})
 }

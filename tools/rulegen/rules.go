@@ -50,6 +50,7 @@ func Rules(p Params) RuleFile {
 		smartAlerts(p),
 		errorsAlerts(p),
 		collectionAlerts(p),
+		contentionAlerts(p),
 		driftAlerts(p),
 		etcdAlerts(p),
 	}}
