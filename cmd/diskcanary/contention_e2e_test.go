@@ -123,8 +123,8 @@ func TestContentionEndToEnd(t *testing.T) {
 	}
 	require.NotContains(t, written, idleCgroup, "the idle group did no I/O")
 
-	// top: the busy group first in every report it is in, and its bytes
-	// over the reports add up to fio's.
+	// top: the busy group first in every report with a full second of
+	// fio in it, and its bytes over the reports add up to fio's.
 	require.NoError(t, top.Wait())
 	require.NoError(t, topf.Close())
 	rf, err := os.Open(topOut)
@@ -144,15 +144,20 @@ func TestContentionEndToEnd(t *testing.T) {
 				if w.Workload != busyCgroup {
 					continue
 				}
+				sum += float64(w.WriteBytes)
+				// A report with only the edge of fio's run in it may see
+				// ext4's journal commit (root group) write more.
+				if w.WriteBytes < 1<<20 {
+					continue
+				}
 				require.Equal(t, 0, i, "report %d: %s is not first: %+v", reports, busyCgroup, d.Workloads)
 				first++
-				sum += float64(w.WriteBytes)
 			}
 		}
 	}
 	require.NoError(t, sc.Err())
 	require.Equal(t, 12, reports)
-	require.GreaterOrEqual(t, first, 5, "fio ran 6 s: at least 5 one-second reports have the busy group")
+	require.GreaterOrEqual(t, first, 5, "fio ran 6 s: at least 5 one-second reports have the busy group, 4 MB a second")
 	t.Logf("top: %d reports, %d with the busy group first, %.0f bytes", reports, first, sum)
 	require.True(t, within(sum, fioBytes, 0.05), "top: %.0f bytes, fio %.0f", sum, fioBytes)
 }
