@@ -30,7 +30,7 @@ type ContentionConfig struct {
 }
 
 // DefaultContentionInterval is the time between two passes: a rate over
-// a minute has a dozen points, and a thousand cgroups cost milliseconds.
+// a minute has a dozen points, and a pass is cheap (BenchmarkContentionPass1000).
 const DefaultContentionInterval = 5 * time.Second
 
 func (c ContentionConfig) withDefaults() ContentionConfig {

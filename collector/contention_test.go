@@ -136,7 +136,7 @@ func TestContentionV1NamesUnaccountedDevicesOnce(t *testing.T) {
 // 100,000 cgroups: the pass stops at the limit, says so in a metric and a
 // log line, and a scrape still answers from memory.
 func TestContention100kCgroupsIsBounded(t *testing.T) {
-	testkit.E2E(t) // making 100,000 directories takes half a minute
+	testkit.E2E(t) // making 100,000 directories is slow
 	root := t.TempDir()
 	writeFile := func(p, s string) { require.NoError(t, os.WriteFile(p, []byte(s), 0o644)) }
 	writeFile(filepath.Join(root, "cgroup.controllers"), "io\n")
