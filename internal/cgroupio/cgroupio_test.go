@@ -339,3 +339,17 @@ func TestTruncatedPassKeepsRows(t *testing.T) {
 	require.Equal(t, rowsOf(first.Devices, sda), rowsOf(second.Devices, sda))
 	require.Equal(t, rowsOf(first.Devices, nvme), rowsOf(second.Devices, nvme))
 }
+
+// On v2 a truncated pass that reaches a parent but not its child takes the
+// child's last counters off the parent: the pod's slices still show no I/O
+// of their own.
+func TestTruncatedV2PassKeepsParentsOwn(t *testing.T) {
+	tr := NewTracker(TrackerConfig{Version: 2, Top: 10, Decay: 0.5})
+	first := tr.Observe(read(t, Source{Version: 2, Root: "testdata/v2/cgroup"}, Limits{}), time.Unix(1000, 0))
+	for limit := 1; limit < 9; limit++ {
+		p := read(t, Source{Version: 2, Root: "testdata/v2/cgroup"}, Limits{MaxCgroups: limit})
+		require.Equal(t, TruncatedCount, p.Truncated)
+		snap := tr.Observe(p, time.Unix(int64(1000+5*limit), 0))
+		require.Equal(t, rowsOf(first.Devices, sda), rowsOf(snap.Devices, sda), "walk cut at %d cgroups", limit)
+	}
+}

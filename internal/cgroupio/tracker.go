@@ -52,7 +52,6 @@ type cgState struct {
 	path     string
 	workload string
 	seen     int // the pass it was last seen in
-	parent   *cgState
 	devs     []*cgDev
 	// raw is the last pass's counters as the kernel had them (v2:
 	// hierarchical), dead what vanished children left in them (v2).
@@ -135,7 +134,6 @@ func (t *Tracker) Observe(p *Pass, now time.Time) Snapshot {
 			t.cgroups[c.Path] = st
 		}
 		st.seen = t.passes
-		st.parent = nil
 	}
 	t.forgetVanished(complete)
 	t.ownCounts(p)
@@ -271,19 +269,32 @@ func (t *Tracker) ownCounts(p *Pass) {
 				}
 			}
 		}
-		if c.Path == "/" {
-			continue
+		t.subtractFromParent(c.Path, c.Stats)
+	}
+	if t.cfg.Version != 2 {
+		return
+	}
+	// Children a truncated pass did not reach are still in their parent's
+	// counters: their last ones come off too, or the parent would seem to
+	// have done their I/O for the pass.
+	for p, st := range t.cgroups {
+		if st.seen != t.passes {
+			t.subtractFromParent(p, st.raw)
 		}
-		parent := t.cgroups[path.Dir(c.Path)]
-		if parent == nil || parent.seen != t.passes {
-			continue
-		}
-		st.parent = parent
-		for _, s := range c.Stats {
-			for j := range parent.own {
-				if parent.own[j].Dev == s.Dev {
-					parent.own[j].Counts = parent.own[j].Counts.since(s.Counts)
-				}
+	}
+}
+
+// subtractFromParent takes a v2 child's counters off its parent's own, if
+// the parent was seen in this pass.
+func (t *Tracker) subtractFromParent(child string, stats []DevStat) {
+	parent := t.cgroups[path.Dir(child)]
+	if child == "/" || parent == nil || parent.seen != t.passes {
+		return
+	}
+	for _, s := range stats {
+		for j := range parent.own {
+			if parent.own[j].Dev == s.Dev {
+				parent.own[j].Counts = parent.own[j].Counts.since(s.Counts)
 			}
 		}
 	}
