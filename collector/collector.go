@@ -1,5 +1,6 @@
 // Package collector turns diskcanary's collectors (probe results, diskstats,
-// SMART, eBPF block latency) into one prometheus.Collector. Each collector is
+// SMART, eBPF block latency, kernel errors, per-cgroup I/O, pressure) into
+// one prometheus.Collector. Each collector is
 // registered once in the collectors table below, which is also where its
 // --[no-]collector.NAME flag and default come from. Every collector runs concurrently on each scrape, and its
 // success and duration are exported, so one failing collector never fails the
