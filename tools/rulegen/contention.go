@@ -46,6 +46,10 @@ func ruleWorkloadTop(w time.Duration) string {
 	return fmt.Sprintf("device_workload:diskcanary_cgroup_io_bytes:top%d_rate%s", contentionTop, promDuration(w))
 }
 
+func ruleWorkloadSuspects(w time.Duration) string {
+	return fmt.Sprintf("device_workload:diskcanary_cgroup_io_bytes:suspects_top%d_rate%s", contentionTop, promDuration(w))
+}
+
 // notCulprit are the workloads the ranking leaves out: the daemon's own
 // probes (the load it is there to add) and the sum of the cgroups past
 // the exporter's top N, which is no one workload.
@@ -64,7 +68,33 @@ func contentionRecording(p Params) Group {
 			Rule{Record: ruleWorkloadTop(w), Expr: fmt.Sprintf("topk by (%s) (%d, %s{%s} > 0)", dev, contentionTop, ruleWorkloadBytes(w), notCulprit)},
 		)
 	}
+	g.Rules = append(g.Rules, Rule{Record: ruleWorkloadSuspects(latencyWindow), Expr: p.suspectsExpr()})
 	return g
+}
+
+// suspectsExpr is the ranking on the disks under a slow probe target only:
+// a target whose 15-minute fdatasync or read p99 is over its alert
+// threshold (with the alert's sample gate) marks the physical disks under
+// its device (diskcanary_disk_parent_info), and each such disk's busiest
+// three workloads over the same 15 minutes are the suspects.
+func (p Params) suspectsExpr() string {
+	inst, dev := p.instanceLabels(), p.deviceLabels()
+	w := promDuration(latencyWindow)
+	slow := func(op string, threshold time.Duration) string {
+		return fmt.Sprintf("(%s > %s and %s >= %d)", quantileRule(op, "p99", w), seconds(threshold), samplesRule(op, w), p.MinSamples)
+	}
+	return fmt.Sprintf(`topk by (%[1]s) (%[3]d,
+  %[4]s{%[5]s} > 0
+  and on (%[1]s)
+  label_replace(
+    max by (%[2]s, disk) (
+      diskcanary_disk_parent_info
+      * on (%[1]s) group_left ()
+      max by (%[1]s) (%[6]s or %[7]s)
+    ),
+    "device", "$1", "disk", "(.+)"
+  )
+)`, dev, inst, contentionTop, ruleWorkloadBytes(latencyWindow), notCulprit, slow("fdatasync", p.FdatasyncSlow), slow("read", p.ReadSlow))
 }
 
 // contentionAlerts say when "who did the I/O" cannot be answered whole:
@@ -84,7 +114,7 @@ func contentionAlerts(p Params) Group {
 // contentionCases pin the rates, the shares and the ranking on one device
 // with five named workloads, the daemon's own and other, and an idle
 // device. Inputs are per minute; evaluated at 20m over full windows.
-func contentionCases(p Params) []alertCase {
+func contentionCases() []alertCase {
 	const sda = `job="diskcanary", instance="n1:9742", device="sda"`
 	const sdb = `job="diskcanary", instance="n1:9742", device="sdb"`
 	type wl struct {
@@ -140,6 +170,36 @@ func contentionCases(p Params) []alertCase {
 		{name: "every pass whole: silent", alert: "DiskcanaryContentionBlind", at: "20m",
 			input: concat(s(`diskcanary_contention_available{`+inst+`}`, "1x30"), s(`diskcanary_contention_truncated{`+inst+`}`, "0x30"))},
 	}
+	// sda1's WAL probe is slow (25 ms over 1500 samples), sdb's read probe
+	// is not: the suspects are sda's busiest three, none on sdb.
+	const sda1 = `job="diskcanary", instance="n1:9742", node="n1", probe="wal", path="/var/lib/etcd-canary", device="sda1"`
+	const sdbT = `job="diskcanary", instance="n1:9742", node="n1", probe="randread", path="/data/canary", device="sdb"`
+	suspects := ruleWorkloadSuspects(w)
+	slowIn := concat(in,
+		s(quantileRule("fdatasync", "p99", "15m")+"{"+sda1+"}", "0.025x20"),
+		s(samplesRule("fdatasync", "15m")+"{"+sda1+"}", "1500x20"),
+		s(quantileRule("read", "p99", "15m")+"{"+sdbT+"}", "0.001x20"),
+		s(samplesRule("read", "15m")+"{"+sdbT+"}", "1500x20"),
+		s(`diskcanary_disk_parent_info{job="diskcanary", instance="n1:9742", device="sda1", disk="sda"}`, "1x20"),
+		s(`diskcanary_disk_parent_info{job="diskcanary", instance="n1:9742", device="sda", disk="sda"}`, "1x20"),
+		s(`diskcanary_disk_parent_info{job="diskcanary", instance="n1:9742", device="sdb", disk="sdb"}`, "1x20"),
+		s(fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, workload="backup.service", cgroup="/system.slice/backup.service", op="read"}`, sdb), "0+62914560x20"),
+	)
+	blind = append(blind,
+		alertCase{name: "suspects: the busiest three on the disk under a slow probe, none on a disk whose probe is fine", input: slowIn,
+			expr: []exprTest{exp(suspects,
+				expSample{suspects + lbl(sda, pod.workload, pod.cgroup), 10485760},
+				expSample{suspects + lbl(sda, etcd.workload, etcd.cgroup), 1048576},
+				expSample{suspects + lbl(sda, backup.workload, backup.cgroup), 524288})}},
+		alertCase{name: "suspects: none while every probe is under its threshold", input: in,
+			expr: []exprTest{exp(suspects)}},
+		alertCase{name: "suspects: none from a slow p99 over too few samples",
+			input: concat(in,
+				s(quantileRule("fdatasync", "p99", "15m")+"{"+sda1+"}", "0.025x20"),
+				s(samplesRule("fdatasync", "15m")+"{"+sda1+"}", "899x20"), // one under the 900 the alert wants
+				s(`diskcanary_disk_parent_info{job="diskcanary", instance="n1:9742", device="sda1", disk="sda"}`, "1x20")),
+			expr: []exprTest{exp(suspects)}},
+	)
 	return append(blind, alertCase{
 		name:  "workloads ranked by I/O on a device: rates, shares, the busiest three without diskcanary and other",
 		input: in,
