@@ -30,7 +30,7 @@ func registerCompletions(root *cobra.Command) {
 		case "serve":
 			_ = cmd.RegisterFlagCompletionFunc("log.level", fixed(promslog.LevelFlagOptions...))
 			_ = cmd.RegisterFlagCompletionFunc("log.format", fixed(promslog.FormatFlagOptions...))
-		case "iostat", "smart":
+		case "iostat", "smart", "top":
 			cmd.ValidArgsFunction = completeDevices
 		}
 	}
