@@ -1,5 +1,6 @@
 // Package collector turns diskcanary's collectors (probe results, diskstats,
-// SMART, eBPF block latency) into one prometheus.Collector. Each collector is
+// SMART, eBPF block latency, kernel errors, per-cgroup I/O, pressure) into
+// one prometheus.Collector. Each collector is
 // registered once in the collectors table below, which is also where its
 // --[no-]collector.NAME flag and default come from. Every collector runs concurrently on each scrape, and its
 // success and duration are exported, so one failing collector never fails the
@@ -85,6 +86,8 @@ type Options struct {
 	// they are not in Config because the file never sets them.
 	Paths  hostpath.Paths
 	Logger *slog.Logger
+	// Contention is the contention collector's settings, from its flags.
+	Contention ContentionConfig
 }
 
 // CollectorInfo is one row of the collectors table.
@@ -109,6 +112,7 @@ var Collectors = []CollectorInfo{
 		Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartCollector},
 	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyCollector},
 	{Name: "errors", EnabledDefault: true, Help: "storage errors as the kernel reports them: /dev/kmsg classified per disk and filesystem (needs CAP_SYSLOG where kernel.dmesg_restrict=1; off with a reason otherwise), SCSI and filesystem error counters from sysfs, filesystems the kernel made read-only", New: newErrorsCollector},
+	{Name: "contention", EnabledDefault: true, Help: "who did I/O on each block device: per-cgroup bytes and operations from cgroup v2 io.stat or v1 blkio, the top cgroups per device by recent I/O named (Kubernetes pod/container, systemd unit), the rest as other; read on its own schedule", New: newContentionCollector},
 	{Name: "pressure", EnabledDefault: true, Help: "the kernel's pressure stall information for CPU and I/O (/proc/pressure), node_exporter's semantics; the etcd verdict's CPU witness", New: newPressureCollector},
 }
 

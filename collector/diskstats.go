@@ -64,26 +64,32 @@ type deviceStatic struct {
 	major, minor uint32
 	infoValues   []string // label values of diskcanary_disk_info after device
 	disks        []string // physical disks under the device
-	// included is the device filter's verdict. info and joins (the
-	// parent_info series whose disk passes the filter) never change between
-	// refreshes, so they are built once and sent as they are.
-	included bool
-	info     prometheus.Metric
-	joins    []prometheus.Metric
-	// infoLabels are diskcanary_disk_info's label values (device first,
-	// valid UTF-8) and joinDisks the disks of its exported joins, for the
-	// text exposition.
+	// included is the device filter's verdict; infoLabels are
+	// diskcanary_disk_info's label values (device first, valid UTF-8) and
+	// joinDisks the disks of its exported parent_info series.
+	included   bool
 	infoLabels []string
 	joinDisks  []string
-	// device is the {device="NAME"} label pair every counter shares; built
-	// once so a scrape of a thousand disks does not sort and allocate
-	// twenty thousand label sets.
-	device  []*dto.LabelPair
+	// metrics are the same as client_golang metrics, for protobuf scrapes
+	// only: built on the first one, so a text-scraped daemon never holds
+	// them (a kilobyte a device).
+	metrics *deviceMetrics
 	dir     string // the device's sysfs directory, "" when sysfs does not know it
 	expires time.Time
 	// ios is reads+writes completed at the last scrape: a decrease means
 	// the device was torn down and re-created under the same name.
 	ios uint64
+}
+
+// deviceMetrics is a device's series that never change between refreshes,
+// built once and sent as they are.
+type deviceMetrics struct {
+	info  prometheus.Metric
+	joins []prometheus.Metric
+	// device is the {device="NAME"} label pair every counter shares, so a
+	// scrape of a thousand disks does not sort and allocate twenty
+	// thousand label sets.
+	device []*dto.LabelPair
 }
 
 var diskInfoLabels = []string{"device", "major", "minor", "model", "serial", "wwn", "revision",
@@ -119,19 +125,19 @@ func newDiskstatsCollector(o Options) (Collector, error) {
 }
 
 func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
-	snap, err := c.snapshot()
+	snap, err := c.snapshot(true)
 	if err != nil {
 		return err
 	}
 	for i := range snap.stats {
-		st := snap.static[i]
+		st := snap.static[i].metrics
 		// The join series exists for every device whose disk is exported,
 		// even when the device itself is filtered out (a partition under
 		// the default filter), so a probe on sda1 still reaches sda.
 		for _, m := range st.joins {
 			ch <- m
 		}
-		if !st.included {
+		if !snap.static[i].included {
 			continue
 		}
 		s := &snap.stats[i]
@@ -159,8 +165,9 @@ type diskSnapshot struct {
 }
 
 // snapshot reads /proc/diskstats and the sysfs attributes of devices new
-// to the cache, and drops the cache entries of devices that are gone.
-func (c *diskstatsCollector) snapshot() (*diskSnapshot, error) {
+// to the cache, and drops the cache entries of devices that are gone; with
+// metrics, every device's deviceMetrics are built.
+func (c *diskstatsCollector) snapshot(metrics bool) (*diskSnapshot, error) {
 	b, err := os.ReadFile(c.diskstats)
 	if err != nil {
 		return nil, fmt.Errorf("diskstats: %w", err)
@@ -181,7 +188,11 @@ func (c *diskstatsCollector) snapshot() (*diskSnapshot, error) {
 	var sysfs *sysfsPass
 	for i := range stats {
 		seen[stats[i].DeviceName] = struct{}{}
-		snap.static[i] = c.staticFor(&stats[i], now, &sysfs)
+		st := c.staticFor(&stats[i], now, &sysfs)
+		if metrics && st.metrics == nil {
+			st.metrics = c.metricsOf(st)
+		}
+		snap.static[i] = st
 	}
 	for name := range c.static {
 		if _, ok := seen[name]; !ok {
@@ -196,7 +207,7 @@ func (c *diskstatsCollector) snapshot() (*diskSnapshot, error) {
 // ./bench diskstats-10000: start-up and first scrape against node_exporter).
 // An error here is the first scrape's to report.
 func (c *diskstatsCollector) Warm() {
-	_, _ = c.snapshot()
+	_, _ = c.snapshot(false)
 }
 
 // staticFor returns the cached sysfs attributes of a device, reading them
@@ -217,25 +228,34 @@ func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time, 
 		c.logger.Debug("diskstats: device not in sysfs", "device", s.DeviceName)
 	}
 	st.included = c.included(s.DeviceName)
-	st.device = labelPairs("device", s.DeviceName)
 	for _, disk := range st.disks {
 		if c.included(disk) {
 			st.joinDisks = append(st.joinDisks, disk)
-			st.joins = append(st.joins, prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, s.DeviceName, disk))
 		}
 	}
-	values := []string{s.DeviceName}
+	values := make([]string, 0, len(diskInfoLabels))
+	values = append(values, s.DeviceName)
 	for _, v := range st.infoValues {
 		// sysfs strings come from device firmware: a byte that is not
-		// UTF-8 would make the const metric panic mid-scrape.
+		// UTF-8 would make a const metric panic mid-scrape.
 		values = append(values, strings.ToValidUTF8(v, "\uFFFD"))
 	}
-	st.infoLabels = values
-	st.info = prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, values...)
+	st.infoLabels, st.infoValues = values, nil
 	st.ios = ios
 	st.expires = now.Add(staticRefresh + rand.N(staticRefresh/4))
 	c.static[s.DeviceName] = st
 	return st
+}
+
+// metricsOf builds a device's constant series.
+func (c *diskstatsCollector) metricsOf(st *deviceStatic) *deviceMetrics {
+	name := st.infoLabels[0]
+	m := &deviceMetrics{device: labelPairs("device", name),
+		info: prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, st.infoLabels...)}
+	for _, disk := range st.joinDisks {
+		m.joins = append(m.joins, prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, name, disk))
+	}
+	return m
 }
 
 // sysfsPass reads the sysfs attributes of the devices new to a scrape:
@@ -376,6 +396,11 @@ func vpdSerial(b []byte) string {
 // ./bench diskstats-10000).
 func parseDiskstats(b []byte) ([]blockdevice.Diskstats, error) {
 	out := make([]blockdevice.Diskstats, 0, bytes.Count(b, []byte{'\n'})+1)
+	// One line's fields, parsed into d, which is copied out whole.
+	var d blockdevice.Diskstats
+	counters := [...]*uint64{&d.ReadIOs, &d.ReadMerges, &d.ReadSectors, &d.ReadTicks, &d.WriteIOs, &d.WriteMerges,
+		&d.WriteSectors, &d.WriteTicks, &d.IOsInProgress, &d.IOsTotalTicks, &d.WeightedIOTicks, &d.DiscardIOs,
+		&d.DiscardMerges, &d.DiscardSectors, &d.DiscardTicks, &d.FlushRequestsCompleted, &d.TimeSpentFlushing}
 	for n := 1; len(b) > 0; n++ {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -383,10 +408,7 @@ func parseDiskstats(b []byte) ([]blockdevice.Diskstats, error) {
 		} else {
 			b = nil
 		}
-		var d blockdevice.Diskstats
-		counters := []*uint64{&d.ReadIOs, &d.ReadMerges, &d.ReadSectors, &d.ReadTicks, &d.WriteIOs, &d.WriteMerges,
-			&d.WriteSectors, &d.WriteTicks, &d.IOsInProgress, &d.IOsTotalTicks, &d.WeightedIOTicks, &d.DiscardIOs,
-			&d.DiscardMerges, &d.DiscardSectors, &d.DiscardTicks, &d.FlushRequestsCompleted, &d.TimeSpentFlushing}
+		d = blockdevice.Diskstats{}
 		fields := 0
 		for f := range bytes.FieldsSeq(line) {
 			if fields == diskstatsFieldsFlush {

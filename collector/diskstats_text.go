@@ -57,7 +57,7 @@ func newDiskFamilies() []diskFamily {
 // disks are twenty thousand series; as client_golang metrics they were
 // most of a scrape's heap (go run ./bench diskstats-1000).
 func (c *diskstatsCollector) Snapshot() (TextSeries, error) {
-	snap, err := c.snapshot()
+	snap, err := c.snapshot(false)
 	if err != nil {
 		return nil, err
 	}

@@ -113,3 +113,23 @@ func TestPlotHelp(t *testing.T) {
 	require.Empty(t, stderr)
 	require.True(t, strings.HasPrefix(stdout, "usage: diskcanary-plot -o FILE.svg|FILE.png [FILE.json]\n"), stdout)
 }
+
+// The x axis names the sweep's pattern; a sweep from before patterns (no
+// "pattern" key, as the fixture) is of reads.
+func TestPlotNamesThePattern(t *testing.T) {
+	sweep, err := os.ReadFile(filepath.Join("testdata", "sweep-read500.json"))
+	require.NoError(t, err)
+	for pattern, want := range map[string]string{
+		"randwrite": ">achieved write IOPS (4096-byte O_DIRECT random writes, open loop)<",
+		"wal":       ">achieved appends/s (4096-byte WAL appends + fdatasync, one writer, open loop)<",
+		"randread":  ">achieved read IOPS (4096-byte O_DIRECT random reads, open loop)<",
+	} {
+		in := strings.Replace(string(sweep), `"profile": "capacity",`, `"profile": "capacity", "pattern": "`+pattern+`",`, 1)
+		out := filepath.Join(t.TempDir(), "c.svg")
+		code, _, stderr := runPlot(t, in, "-o", out)
+		require.Equal(t, 0, code, stderr)
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.Contains(t, string(b), want, pattern)
+	}
+}

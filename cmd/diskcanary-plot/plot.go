@@ -102,8 +102,15 @@ func drawCurve(w io.Writer, format string, r *capacityjson.Result) error {
 	return err
 }
 
-// xLabel names what the sweep offered.
+// xLabel names what the sweep offered (a sweep from before patterns is
+// of reads).
 func xLabel(r *capacityjson.Result) string {
+	switch r.Pattern {
+	case "randwrite":
+		return fmt.Sprintf("achieved write IOPS (%d-byte O_DIRECT random writes, open loop)", r.BlockSize)
+	case "wal":
+		return fmt.Sprintf("achieved appends/s (%d-byte WAL appends + fdatasync, one writer, open loop)", r.BlockSize)
+	}
 	return fmt.Sprintf("achieved read IOPS (%d-byte O_DIRECT random reads, open loop)", r.BlockSize)
 }
 

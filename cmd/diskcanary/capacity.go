@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,14 +23,58 @@ import (
 // maxCapacitySteps bounds --rates: the default R10 list has 41.
 const maxCapacitySteps = 100
 
+// defaultCapacityWriteBudget bounds what a writing sweep writes unless
+// --write-budget says otherwise: about half a million 4 KiB writes, the
+// R10 steps up to about 100,000 write IOPS, or about 130,000 WAL appends.
+const defaultCapacityWriteBudget = 2 << 30
+
 // capacityUsage checks the capacity profile's own flags and returns the
-// rates to sweep; changed says whether a flag was given.
-func (f *checkFlags) capacityUsage(changed func(string) bool) ([]float64, error) {
+// rates to sweep and the write budget; changed says whether a flag was
+// given, bs is --block-size (0: the pattern's default).
+func (f *checkFlags) capacityUsage(changed func(string) bool, bs int64) ([]float64, int64, error) {
+	rates, err := f.capacityRates(changed)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !slices.Contains(probes.CapacityPatterns, f.pattern) {
+		return nil, 0, fmt.Errorf("--pattern %q: want %s", f.pattern, strings.Join(probes.CapacityPatterns, ", "))
+	}
+	if f.pattern == probes.CapacityWAL {
+		for _, flag := range []string{"working-set", "keep-working-set"} {
+			if changed(flag) {
+				return nil, 0, fmt.Errorf("--%s does not apply to --pattern wal: it appends to a segment of its own", flag)
+			}
+		}
+	}
+	b, err := config.ParseByteSize(f.writeBudget)
+	if err != nil || b <= 0 {
+		return nil, 0, fmt.Errorf("--write-budget %q: want a positive size, e.g. 2GiB", f.writeBudget)
+	}
+	budget := int64(b)
+	if bs == 0 {
+		bs = config.DefaultReadBlockSize
+		if f.pattern == probes.CapacityWAL {
+			bs = config.DefaultWALBlockSize
+		}
+	}
+	// The first step is a sweep's least: a budget under it is a mistake
+	// to say before anything is written.
+	if per := probes.CapacityBytesPerOp(f.pattern, bs); per > 0 {
+		if first := int64(probes.StepOps(rates[0])) * per; first > budget {
+			return nil, 0, fmt.Errorf("--write-budget %s: the first step alone (%d ops at %.0f IOPS asked) may write %s", f.writeBudget, probes.StepOps(rates[0]), rates[0], config.ByteSize(first).Show())
+		}
+	}
+	return rates, budget, nil
+}
+
+// capacityRates checks the flags every pattern shares and returns the
+// rates to sweep.
+func (f *checkFlags) capacityRates(changed func(string) bool) ([]float64, error) {
 	if changed("samples") {
-		return nil, fmt.Errorf("--samples does not apply to --profile capacity: each step takes at least %d reads and at least %v", probes.CapacityMinStepOps, probes.CapacityMinStepTime)
+		return nil, fmt.Errorf("--samples does not apply to --profile capacity: each step takes at least %d ops and at least %v", probes.CapacityMinStepOps, probes.CapacityMinStepTime)
 	}
 	if changed("gap") {
-		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the reads come at the step's rate")
+		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the ops come at the step's rate")
 	}
 	rates := probes.DefaultCapacityRates
 	if f.rates != "" {
@@ -58,15 +103,12 @@ type capacityJSON = capacityjson.Result
 
 // runCapacity runs the capacity profile; stopped says a signal or the
 // timeout ended it (a read may be hung there).
-func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir string, rates []float64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
-	if bs == 0 {
-		bs = config.DefaultReadBlockSize
-	}
+func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir string, rates []float64, budget int64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
 	out := cmd.OutOrStdout()
 	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
 	start := time.Now()
 	res, err := probes.Capacity(ctx, probes.CapacityOptions{
-		Dir: dir, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep,
+		Dir: dir, Pattern: f.pattern, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep, WriteBudget: budget,
 		Rates: rates, MaxP99: f.maxP99, Timeout: f.timeout, AllowUnsafeFS: f.allowUnsafe,
 		LayOut: status.progress(probes.ProfileCapacity),
 		Step: func(st probes.CapacityStep) {
@@ -82,7 +124,7 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 	if errors.Is(err, probes.ErrTimeout) {
 		err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 	}
-	j := f.summarizeCapacity(res, err, start, bs)
+	j := f.summarizeCapacity(res, err, start)
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -90,7 +132,7 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 			return stopped, &exitError{checkExitNotKnown, err}
 		}
 	} else {
-		printCapacity(out, res, j)
+		f.printCapacity(out, res, j)
 	}
 	switch j.Verdict {
 	case verdictFail:
@@ -105,10 +147,10 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 // measure" (the steps done are kept), a first step that broke the bound a
 // FAIL, a step that held a pass. As check's, a FAIL on a filesystem that
 // does not tell the truth stands, a pass there needs --allow-unsafe-fs.
-func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, start time.Time, bs int64) capacityJSON {
+func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, start time.Time) capacityJSON {
 	j := capacityJSON{
-		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339), Profile: probes.ProfileCapacity,
-		Path: r.Path, Device: r.Device, Filesystem: r.Filesystem, BlockSize: bs, Concurrency: r.Concurrency,
+		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339), Profile: probes.ProfileCapacity, Pattern: r.Pattern,
+		Path: r.Path, Device: r.Device, Filesystem: r.Filesystem, BlockSize: r.BlockSize, Concurrency: r.Concurrency, WrittenBytes: r.Written,
 		ThresholdSeconds: f.maxP99.Seconds(), Partial: r.Partial, Steps: []capacityjson.Step{},
 		Trusted: r.Untrusted == "", Warnings: append([]string{}, r.Warnings...),
 	}
@@ -138,7 +180,10 @@ func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, star
 		if r.Untrusted != "" {
 			j.Warnings = append(j.Warnings, "accepted with --allow-unsafe-fs: this capacity does not describe a disk")
 		}
-		if !j.BoundReached {
+		switch {
+		case r.BudgetEnded:
+			j.Warnings = append(j.Warnings, fmt.Sprintf("the write budget ended the sweep before a step broke the bound: the disk holds at least %.0f IOPS; a larger --write-budget goes further", *j.IOPSAtBound))
+		case !j.BoundReached:
 			j.Warnings = append(j.Warnings, fmt.Sprintf("no step broke the bound: the disk holds at least %.0f IOPS; ask higher --rates to find its bound", *j.IOPSAtBound))
 		}
 	}
@@ -162,14 +207,21 @@ func stepResult(s probes.CapacityStep, bound time.Duration) string {
 }
 
 // printCapacity prints the curve as a table and the answer under it.
-func printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
+func (f *checkFlags) printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
 	where := r.Filesystem
 	if r.Device != "" {
 		where += " on " + r.Device
 	}
-	fmt.Fprintf(w, "diskcanary check: capacity profile, %s (%s)\n", r.Path, where)
-	fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
-	fmt.Fprintf(w, "  latency from each read's scheduled start\n")
+	fmt.Fprintf(w, "diskcanary check: capacity profile, %s pattern, %s (%s)\n", j.Pattern, r.Path, where)
+	switch j.Pattern {
+	case probes.CapacityRandWrite:
+		fmt.Fprintf(w, "  random %d-byte O_DIRECT writes into a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
+	case probes.CapacityWAL:
+		fmt.Fprintf(w, "  %d-byte appends into a preallocated segment, fdatasync after each, open loop, one writer;\n", j.BlockSize)
+	default:
+		fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
+	}
+	fmt.Fprintf(w, "  latency from each op's scheduled start\n")
 	if len(r.Steps) > 0 {
 		fmt.Fprintf(w, "  %10s %10s %10s %10s %10s %10s  %s\n", "asked", "achieved", "p50", "p90", "p99", "p99.9", "result")
 	}
@@ -182,6 +234,9 @@ func printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
 	}
 	if r.WorkingSetFile != "" {
 		fmt.Fprintf(w, "  working set kept: %s\n", r.WorkingSetFile)
+	}
+	if j.Pattern != probes.CapacityRandRead {
+		fmt.Fprintf(w, "  written: %s of the --write-budget %s\n", config.ByteSize(j.WrittenBytes).Show(), f.writeBudget)
 	}
 	bound := fmtSec(j.ThresholdSeconds)
 	if r.Knee >= 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"compress/gzip"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -134,5 +135,51 @@ func TestAcceptsGzip(t *testing.T) {
 		"*": true, "*;q=0": false, "identity": false, "gzip;q=0, *": false, "br, *;q=0.1": true,
 	} {
 		require.Equal(t, want, acceptsGzip(header), header)
+	}
+}
+
+// Concurrent scrapes, text and protobuf, share the collectors' caches
+// (go test -race checks the sharing) and each gets the whole exposition.
+func TestMetricsConcurrentScrapes(t *testing.T) {
+	h := metricsFixture(t, 0)
+	want := samples(t, serveMetrics(t, h, "/metrics", nil).Body, expfmt.NewFormat(expfmt.TypeTextPlain))
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			header := map[string]string{}
+			format := expfmt.NewFormat(expfmt.TypeTextPlain)
+			if i%2 == 1 {
+				header["Accept"] = protoAccept
+				format = expfmt.NewFormat(expfmt.TypeProtoDelim)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			for k, v := range header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			dec := expfmt.NewDecoder(rec.Body, format)
+			n := 0
+			for {
+				var mf dto.MetricFamily
+				if err := dec.Decode(&mf); err == io.EOF {
+					break
+				} else if err != nil {
+					errs <- err
+					return
+				}
+				if mf.GetName() != "diskcanary_collector_duration_seconds" {
+					n += len(mf.GetMetric())
+				}
+			}
+			if n != len(want) {
+				errs <- fmt.Errorf("scrape %d: %d series, want %d", i, n, len(want))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
 	}
 }

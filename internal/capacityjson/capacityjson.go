@@ -10,9 +10,11 @@ const Profile = "capacity"
 // Result is one pattern's sweep: the IOPS at the bound, the step that
 // broke it, and every step.
 type Result struct {
-	Version          string  `json:"version"`
-	StartTime        string  `json:"start_time"`
-	Profile          string  `json:"profile"`
+	Version   string `json:"version"`
+	StartTime string `json:"start_time"`
+	Profile   string `json:"profile"`
+	// Pattern is what the sweep offered: randread, randwrite or wal.
+	Pattern          string  `json:"pattern"`
 	Path             string  `json:"path"`
 	Device           string  `json:"device"`
 	Filesystem       string  `json:"filesystem"`
@@ -34,6 +36,9 @@ type Result struct {
 	Reason       string   `json:"reason,omitempty"`
 	Trusted      bool     `json:"trusted"`
 	Warnings     []string `json:"warnings"`
+	// WrittenBytes is what the steps wrote, as --write-budget counts it
+	// (0 for reads).
+	WrittenBytes int64 `json:"written_bytes"`
 }
 
 // Step is one rate of the sweep.
