@@ -115,8 +115,8 @@ scrape_configs:
 	if img.Bounds().Dx() != 1600 || img.Bounds().Dy() != s.Height {
 		t.Errorf("picture is %v, want 1600 × %d", img.Bounds(), s.Height)
 	}
-	if len(s.Panels) != 28 {
-		t.Errorf("%d panels drawn, want the on-call dashboard's 28", len(s.Panels))
+	if want, _ := onCallShape(t); len(s.Panels) != want {
+		t.Errorf("%d panels drawn, want the on-call dashboard's %d", len(s.Panels), want)
 	}
 	checkColors(t, img, s, themes["light"])
 
