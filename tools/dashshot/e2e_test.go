@@ -168,6 +168,14 @@ scrape_configs:
 			t.Errorf("heatmap %q: %d bucket series, want the histogram's buckets", title, n)
 		}
 	}
+	// cgroup v1 accounts a disk's I/O per cgroup where blk-throttle is
+	// active on it, as the test's throttle makes it: the daemon's I/O is
+	// there, before and after it moved into the throttled group.
+	for _, title := range []string{"Who was doing I/O on this disk (bytes/s by workload, 15m)", "Who was doing I/O on this disk: the ranking (15m)"} {
+		if n := byTitle[title].Series; n < 1 {
+			t.Errorf("panel %q: no series, want the daemon's I/O", title)
+		}
+	}
 
 	// The read p99 before and after the throttle.
 	var p99 *seriesSummary
