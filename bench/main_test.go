@@ -48,3 +48,20 @@ func TestMostFrequent(t *testing.T) {
 		{1, `level=ERROR msg="read failed" probe=rr  `},
 	}, got)
 }
+
+// A run of some scenarios replaces their rows and sections in place, adds
+// the new ones at the end, and leaves the others as the last run wrote them.
+func TestMergeGeneratedReplacesOnlyTheScenariosRun(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "benchmarks.md")
+	gen := "Generated on day 1.\n\n| bench | verdict | time |\n|---|---|---|\n| a | pass | 1s |\n| b | FAIL | 2s |\n\n" +
+		"### a\n\n```\nold a\n```\n\n### b\n\n```\nold b\n```\n\n"
+	require.NoError(t, os.WriteFile(f, []byte("# head\n"+beginMark+gen+endMark+"tail\n"), 0o644))
+	require.NoError(t, mergeGenerated(f, []reportRow{{"b", "pass", "3s"}, {"c", "pass", "4s"}},
+		"### b\n\n```\nnew b\n```\n\n### c\n\n```\nnew c\n```\n\n", "Run on day 2."))
+	b, err := os.ReadFile(f)
+	require.NoError(t, err)
+	require.Equal(t, "# head\n"+beginMark+
+		"Generated on day 1.\n\n| bench | verdict | time |\n|---|---|---|\n| a | pass | 1s |\n| b | pass | 3s |\n| c | pass | 4s |\n\n"+
+		"### a\n\n```\nold a\n```\n\n### b\n\nRun on day 2.\n\n```\nnew b\n```\n\n### c\n\nRun on day 2.\n\n```\nnew c\n```\n\n"+
+		endMark+"tail\n", string(b))
+}

@@ -1,5 +1,6 @@
 // Package collector turns diskcanary's collectors (probe results, diskstats,
-// SMART, eBPF block latency) into one prometheus.Collector. Each collector is
+// SMART, eBPF block latency, kernel errors, per-cgroup I/O, pressure) into
+// one prometheus.Collector. Each collector is
 // registered once in the collectors table below, which is also where its
 // --[no-]collector.NAME flag and default come from. Every collector runs concurrently on each scrape, and its
 // success and duration are exported, so one failing collector never fails the
@@ -7,6 +8,7 @@
 package collector
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -49,6 +51,21 @@ type Collector interface {
 	Update(ch chan<- prometheus.Metric) error
 }
 
+// TextCollector is implemented by collectors whose series are many and
+// plain (diskstats: about twenty a device). For a text-format scrape the
+// collector snapshots what it exports and writes it itself, with no
+// client_golang metric per series; Update still serves the protobuf format.
+type TextCollector interface {
+	Collector
+	Snapshot() (TextSeries, error)
+}
+
+// TextSeries is a TextCollector's snapshot. WriteText writes the families
+// want accepts in the text exposition format, HELP and TYPE included.
+type TextSeries interface {
+	WriteText(w *bufio.Writer, want func(family string) bool) error
+}
+
 // Background is implemented by collectors that work on their own schedule.
 // Run returns when ctx is cancelled.
 type Background interface {
@@ -69,6 +86,8 @@ type Options struct {
 	// they are not in Config because the file never sets them.
 	Paths  hostpath.Paths
 	Logger *slog.Logger
+	// Contention is the contention collector's settings, from its flags.
+	Contention ContentionConfig
 }
 
 // CollectorInfo is one row of the collectors table.
@@ -93,6 +112,7 @@ var Collectors = []CollectorInfo{
 		Help: "SMART health through smartctl --json, on its own schedule (never inside a scrape)", New: newSmartCollector},
 	{Name: "blocklatency", EnabledDefault: true, Help: "per-disk block request latency histograms from eBPF, counted in the kernel (needs root or CAP_BPF+CAP_PERFMON; off with a reason otherwise)", New: newBlocklatencyCollector},
 	{Name: "errors", EnabledDefault: true, Help: "storage errors as the kernel reports them: /dev/kmsg classified per disk and filesystem (needs CAP_SYSLOG where kernel.dmesg_restrict=1; off with a reason otherwise), SCSI and filesystem error counters from sysfs, filesystems the kernel made read-only", New: newErrorsCollector},
+	{Name: "contention", EnabledDefault: true, Help: "who did I/O on each block device: per-cgroup bytes and operations from cgroup v2 io.stat or v1 blkio, the top cgroups per device by recent I/O named (Kubernetes pod/container, systemd unit), the rest as other; read on its own schedule", New: newContentionCollector},
 	{Name: "pressure", EnabledDefault: true, Help: "the kernel's pressure stall information for CPU and I/O (/proc/pressure), node_exporter's semantics; the etcd verdict's CPU witness", New: newPressureCollector},
 }
 
@@ -174,23 +194,71 @@ func (c *NodeCollector) Run(ctx context.Context) {
 // series depend on what the host has.
 func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {}
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector: every collector's series
+// through ch.
 func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.Scrape(false).Collect(ch)
+}
+
+// Scrape is one scrape of the enabled collectors, as a prometheus.Collector.
+// With text set, TextCollectors snapshot their series instead of sending
+// them; WriteText writes those after the registry's families.
+func (c *NodeCollector) Scrape(text bool) *Scrape {
+	return &Scrape{node: c, text: text}
+}
+
+// Scrape is what NodeCollector.Scrape returns; it is used once.
+type Scrape struct {
+	node *NodeCollector
+	text bool
+
+	mu     sync.Mutex
+	series []TextSeries
+}
+
+// Describe sends nothing: the collectors' series depend on the host.
+func (s *Scrape) Describe(ch chan<- *prometheus.Desc) {}
+
+// Collect runs every enabled collector concurrently and sends each one's
+// duration and success.
+func (s *Scrape) Collect(ch chan<- prometheus.Metric) {
 	var wg sync.WaitGroup
-	for name, p := range c.collectors {
+	for name, p := range s.node.collectors {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			err := p.Update(ch)
+			var err error
+			if tc, ok := p.(TextCollector); ok && s.text {
+				var ts TextSeries
+				if ts, err = tc.Snapshot(); err == nil {
+					s.mu.Lock()
+					s.series = append(s.series, ts)
+					s.mu.Unlock()
+				}
+			} else {
+				err = p.Update(ch)
+			}
 			ok := 1.0
 			if err != nil {
 				ok = 0
-				c.logger.Error("collector failed", "collector", name, "err", err)
+				s.node.logger.Error("collector failed", "collector", name, "err", err)
 			}
 			ch <- prometheus.MustNewConstMetric(durationDesc, prometheus.GaugeValue, time.Since(start).Seconds(), name)
 			ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, ok, name)
 		}()
 	}
 	wg.Wait()
+}
+
+// WriteText writes the snapshots Collect took, the families want accepts.
+func (s *Scrape) WriteText(w *bufio.Writer, want func(family string) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ts := range s.series {
+		if err := ts.WriteText(w, want); err != nil {
+			return err
+		}
+	}
+	return nil
 }

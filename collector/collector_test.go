@@ -15,12 +15,12 @@ func TestEnabled(t *testing.T) {
 	def, err := config.Parse(config.Default)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{
-		"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true,
+		"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true, "contention": true,
 	}, Enabled(def, nil))
 
 	c, err := config.Parse([]byte("probes:\n  enabled: false\ndiskstats:\n  enabled: false\nsmart:\n  enabled: false\n"))
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{
-		"probes": false, "diskstats": true, "smart": false, "blocklatency": false, "errors": true, "pressure": true,
+		"probes": false, "diskstats": true, "smart": false, "blocklatency": false, "errors": true, "pressure": true, "contention": true,
 	}, Enabled(c, map[string]bool{"diskstats": true, "blocklatency": false}))
 }

@@ -50,15 +50,8 @@ type diskstatsCollector struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	// Counters present on every kernel, in /proc/diskstats order.
-	readsCompleted, readsMerged, readBytes, readTime       *prometheus.Desc
-	writesCompleted, writesMerged, writtenBytes, writeTime *prometheus.Desc
-	ioNow, ioTime, ioTimeWeighted                          *prometheus.Desc
-	// 4.18+
-	discardsCompleted, discardsMerged, discardedBytes, discardTime *prometheus.Desc
-	// 5.5+
-	flushRequests, flushTime *prometheus.Desc
-
+	// families are the per-device counters and gauges, by name.
+	families         []diskFamily
 	info, parentInfo *prometheus.Desc
 
 	mu     sync.Mutex
@@ -71,16 +64,16 @@ type deviceStatic struct {
 	major, minor uint32
 	infoValues   []string // label values of diskcanary_disk_info after device
 	disks        []string // physical disks under the device
-	// included is the device filter's verdict. info and joins (the
-	// parent_info series whose disk passes the filter) never change between
-	// refreshes, so they are built once and sent as they are.
-	included bool
-	info     prometheus.Metric
-	joins    []prometheus.Metric
-	// device is the {device="NAME"} label pair every counter shares; built
-	// once so a scrape of a thousand disks does not sort and allocate
-	// twenty thousand label sets.
-	device  []*dto.LabelPair
+	// included is the device filter's verdict; infoLabels are
+	// diskcanary_disk_info's label values (device first, valid UTF-8) and
+	// joinDisks the disks of its exported parent_info series.
+	included   bool
+	infoLabels []string
+	joinDisks  []string
+	// metrics are the same as client_golang metrics, for protobuf scrapes
+	// only: built on the first one, so a text-scraped daemon never holds
+	// them (a kilobyte a device).
+	metrics *deviceMetrics
 	dir     string // the device's sysfs directory, "" when sysfs does not know it
 	expires time.Time
 	// ios is reads+writes completed at the last scrape: a decrease means
@@ -88,8 +81,28 @@ type deviceStatic struct {
 	ios uint64
 }
 
+// deviceMetrics is a device's series that never change between refreshes,
+// built once and sent as they are.
+type deviceMetrics struct {
+	info  prometheus.Metric
+	joins []prometheus.Metric
+	// device is the {device="NAME"} label pair every counter shares, so a
+	// scrape of a thousand disks does not sort and allocate twenty
+	// thousand label sets.
+	device []*dto.LabelPair
+}
+
 var diskInfoLabels = []string{"device", "major", "minor", "model", "serial", "wwn", "revision",
 	"rotational", "logical_block_size", "physical_block_size", "dm_name", "dm_uuid", "md_level"}
+
+var diskParentInfoLabels = []string{"device", "disk"}
+
+const (
+	diskInfoName       = namespace + "_disk_info"
+	diskInfoHelp       = "Identity of a block device from sysfs; rotational and block sizes in bytes as the kernel reports them. Partitions carry their disk's identity."
+	diskParentInfoName = namespace + "_disk_parent_info"
+	diskParentInfoHelp = "Maps a block device to each physical disk under it (partition -> disk, dm/md -> slaves, recursively; a whole disk maps to itself). Join a probe's device label to disk-level series with it."
+)
 
 func newDiskstatsCollector(o Options) (Collector, error) {
 	c := o.Config
@@ -101,54 +114,69 @@ func newDiskstatsCollector(o Options) (Collector, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(namespace+"_disk_"+name, help, []string{"device"}, nil)
-	}
 	return &diskstatsCollector{
 		diskstats: filepath.Join(o.Paths.Proc(), "diskstats"), sysfs: o.Paths.Sys(), deviceFilter: filter, logger: logger, now: time.Now,
-
-		readsCompleted: d("reads_completed_total", "The total number of reads completed successfully."),
-		readsMerged:    d("reads_merged_total", "The total number of adjacent reads merged into one."),
-		readBytes:      d("read_bytes_total", "The total number of bytes read successfully."),
-		readTime:       d("read_time_seconds_total", "The total number of seconds spent by all reads."),
-
-		writesCompleted: d("writes_completed_total", "The total number of writes completed successfully."),
-		writesMerged:    d("writes_merged_total", "The total number of adjacent writes merged into one."),
-		writtenBytes:    d("written_bytes_total", "The total number of bytes written successfully."),
-		writeTime:       d("write_time_seconds_total", "The total number of seconds spent by all writes."),
-
-		ioNow:          d("io_now", "The number of I/Os currently in progress."),
-		ioTime:         d("io_time_seconds_total", "Total seconds the device had I/O in flight (the basis of iostat's %util)."),
-		ioTimeWeighted: d("io_time_weighted_seconds_total", "Total seconds spent doing I/Os, weighted by the number in flight (the basis of iostat's aqu-sz)."),
-
-		discardsCompleted: d("discards_completed_total", "The total number of discards completed successfully (Linux 4.18+)."),
-		discardsMerged:    d("discards_merged_total", "The total number of adjacent discards merged into one (Linux 4.18+)."),
-		discardedBytes:    d("discarded_bytes_total", "The total number of bytes discarded successfully (Linux 4.18+)."),
-		discardTime:       d("discard_time_seconds_total", "The total number of seconds spent by all discards (Linux 4.18+)."),
-
-		flushRequests: d("flush_requests_total", "The total number of flush requests completed successfully (Linux 5.5+)."),
-		flushTime:     d("flush_requests_time_seconds_total", "The total number of seconds spent by all flush requests (Linux 5.5+)."),
-
-		info: prometheus.NewDesc(namespace+"_disk_info",
-			"Identity of a block device from sysfs; rotational and block sizes in bytes as the kernel reports them. Partitions carry their disk's identity.",
-			diskInfoLabels, nil),
-		parentInfo: prometheus.NewDesc(namespace+"_disk_parent_info",
-			"Maps a block device to each physical disk under it (partition -> disk, dm/md -> slaves, recursively; a whole disk maps to itself). Join a probe's device label to disk-level series with it.",
-			[]string{"device", "disk"}, nil),
+		families:   newDiskFamilies(),
+		info:       prometheus.NewDesc(diskInfoName, diskInfoHelp, diskInfoLabels, nil),
+		parentInfo: prometheus.NewDesc(diskParentInfoName, diskParentInfoHelp, diskParentInfoLabels, nil),
 
 		static: map[string]*deviceStatic{},
 	}, nil
 }
 
 func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
+	snap, err := c.snapshot(true)
+	if err != nil {
+		return err
+	}
+	for i := range snap.stats {
+		st := snap.static[i].metrics
+		// The join series exists for every device whose disk is exported,
+		// even when the device itself is filtered out (a partition under
+		// the default filter), so a probe on sda1 still reaches sda.
+		for _, m := range st.joins {
+			ch <- m
+		}
+		if !snap.static[i].included {
+			continue
+		}
+		s := &snap.stats[i]
+		for f := range c.families {
+			fam := &c.families[f]
+			if s.IoStatsCount < fam.fields {
+				continue
+			}
+			if fam.gauge {
+				ch <- &diskGauge{desc: fam.desc, labels: st.device, value: fam.value(s)}
+			} else {
+				ch <- &diskCounter{desc: fam.desc, labels: st.device, value: fam.value(s)}
+			}
+		}
+		ch <- st.info
+	}
+	return nil
+}
+
+// diskSnapshot is one scrape's /proc/diskstats: each line and its device's
+// cached sysfs attributes, in the file's order.
+type diskSnapshot struct {
+	stats  []blockdevice.Diskstats
+	static []*deviceStatic
+}
+
+// snapshot reads /proc/diskstats and the sysfs attributes of devices new
+// to the cache, and drops the cache entries of devices that are gone; with
+// metrics, every device's deviceMetrics are built.
+func (c *diskstatsCollector) snapshot(metrics bool) (*diskSnapshot, error) {
 	b, err := os.ReadFile(c.diskstats)
 	if err != nil {
-		return fmt.Errorf("diskstats: %w", err)
+		return nil, fmt.Errorf("diskstats: %w", err)
 	}
 	stats, err := parseDiskstats(b)
 	if err != nil {
-		return fmt.Errorf("diskstats: %s: %w", c.diskstats, err)
+		return nil, fmt.Errorf("diskstats: %s: %w", c.diskstats, err)
 	}
+	snap := &diskSnapshot{stats: stats, static: make([]*deviceStatic, len(stats))}
 	// The static cache is shared by concurrent scrapes.
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,29 +187,19 @@ func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
 	// up once, not once per device that names them.
 	var sysfs *sysfsPass
 	for i := range stats {
-		s := &stats[i]
-		name := s.DeviceName
-		seen[name] = struct{}{}
-		st := c.staticFor(s, now, &sysfs)
-
-		// The join series exists for every device whose disk is exported,
-		// even when the device itself is filtered out (a partition under
-		// the default filter), so a probe on sda1 still reaches sda.
-		for _, m := range st.joins {
-			ch <- m
+		seen[stats[i].DeviceName] = struct{}{}
+		st := c.staticFor(&stats[i], now, &sysfs)
+		if metrics && st.metrics == nil {
+			st.metrics = c.metricsOf(st)
 		}
-		if !st.included {
-			continue
-		}
-		c.emitCounters(ch, s, st.device)
-		ch <- st.info
+		snap.static[i] = st
 	}
 	for name := range c.static {
 		if _, ok := seen[name]; !ok {
 			delete(c.static, name)
 		}
 	}
-	return nil
+	return snap, nil
 }
 
 // Warm reads the sysfs attributes of every device in /proc/diskstats into
@@ -189,49 +207,7 @@ func (c *diskstatsCollector) Update(ch chan<- prometheus.Metric) error {
 // ./bench diskstats-10000: start-up and first scrape against node_exporter).
 // An error here is the first scrape's to report.
 func (c *diskstatsCollector) Warm() {
-	b, err := os.ReadFile(c.diskstats)
-	if err != nil {
-		return
-	}
-	stats, err := parseDiskstats(b)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	var sysfs *sysfsPass
-	for i := range stats {
-		c.staticFor(&stats[i], now, &sysfs)
-	}
-}
-
-func (c *diskstatsCollector) emitCounters(ch chan<- prometheus.Metric, s *blockdevice.Diskstats, device []*dto.LabelPair) {
-	const ms = 0.001
-	counter := func(d *prometheus.Desc, v float64) {
-		ch <- &diskCounter{desc: d, labels: device, value: v}
-	}
-	counter(c.readsCompleted, float64(s.ReadIOs))
-	counter(c.readsMerged, float64(s.ReadMerges))
-	counter(c.readBytes, float64(s.ReadSectors)*diskSectorSize)
-	counter(c.readTime, float64(s.ReadTicks)*ms)
-	counter(c.writesCompleted, float64(s.WriteIOs))
-	counter(c.writesMerged, float64(s.WriteMerges))
-	counter(c.writtenBytes, float64(s.WriteSectors)*diskSectorSize)
-	counter(c.writeTime, float64(s.WriteTicks)*ms)
-	ch <- &diskGauge{desc: c.ioNow, labels: device, value: float64(s.IOsInProgress)}
-	counter(c.ioTime, float64(s.IOsTotalTicks)*ms)
-	counter(c.ioTimeWeighted, float64(s.WeightedIOTicks)*ms)
-	if s.IoStatsCount >= diskstatsFieldsDiscard {
-		counter(c.discardsCompleted, float64(s.DiscardIOs))
-		counter(c.discardsMerged, float64(s.DiscardMerges))
-		counter(c.discardedBytes, float64(s.DiscardSectors)*diskSectorSize)
-		counter(c.discardTime, float64(s.DiscardTicks)*ms)
-	}
-	if s.IoStatsCount >= diskstatsFieldsFlush {
-		counter(c.flushRequests, float64(s.FlushRequestsCompleted))
-		counter(c.flushTime, float64(s.TimeSpentFlushing)*ms)
-	}
+	_, _ = c.snapshot(false)
 }
 
 // staticFor returns the cached sysfs attributes of a device, reading them
@@ -252,23 +228,34 @@ func (c *diskstatsCollector) staticFor(s *blockdevice.Diskstats, now time.Time, 
 		c.logger.Debug("diskstats: device not in sysfs", "device", s.DeviceName)
 	}
 	st.included = c.included(s.DeviceName)
-	st.device = labelPairs("device", s.DeviceName)
 	for _, disk := range st.disks {
 		if c.included(disk) {
-			st.joins = append(st.joins, prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, s.DeviceName, disk))
+			st.joinDisks = append(st.joinDisks, disk)
 		}
 	}
-	values := []string{s.DeviceName}
+	values := make([]string, 0, len(diskInfoLabels))
+	values = append(values, s.DeviceName)
 	for _, v := range st.infoValues {
 		// sysfs strings come from device firmware: a byte that is not
-		// UTF-8 would make the const metric panic mid-scrape.
+		// UTF-8 would make a const metric panic mid-scrape.
 		values = append(values, strings.ToValidUTF8(v, "\uFFFD"))
 	}
-	st.info = prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, values...)
+	st.infoLabels, st.infoValues = values, nil
 	st.ios = ios
 	st.expires = now.Add(staticRefresh + rand.N(staticRefresh/4))
 	c.static[s.DeviceName] = st
 	return st
+}
+
+// metricsOf builds a device's constant series.
+func (c *diskstatsCollector) metricsOf(st *deviceStatic) *deviceMetrics {
+	name := st.infoLabels[0]
+	m := &deviceMetrics{device: labelPairs("device", name),
+		info: prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, st.infoLabels...)}
+	for _, disk := range st.joinDisks {
+		m.joins = append(m.joins, prometheus.MustNewConstMetric(c.parentInfo, prometheus.GaugeValue, 1, name, disk))
+	}
+	return m
 }
 
 // sysfsPass reads the sysfs attributes of the devices new to a scrape:
@@ -409,6 +396,11 @@ func vpdSerial(b []byte) string {
 // ./bench diskstats-10000).
 func parseDiskstats(b []byte) ([]blockdevice.Diskstats, error) {
 	out := make([]blockdevice.Diskstats, 0, bytes.Count(b, []byte{'\n'})+1)
+	// One line's fields, parsed into d, which is copied out whole.
+	var d blockdevice.Diskstats
+	counters := [...]*uint64{&d.ReadIOs, &d.ReadMerges, &d.ReadSectors, &d.ReadTicks, &d.WriteIOs, &d.WriteMerges,
+		&d.WriteSectors, &d.WriteTicks, &d.IOsInProgress, &d.IOsTotalTicks, &d.WeightedIOTicks, &d.DiscardIOs,
+		&d.DiscardMerges, &d.DiscardSectors, &d.DiscardTicks, &d.FlushRequestsCompleted, &d.TimeSpentFlushing}
 	for n := 1; len(b) > 0; n++ {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -416,10 +408,7 @@ func parseDiskstats(b []byte) ([]blockdevice.Diskstats, error) {
 		} else {
 			b = nil
 		}
-		var d blockdevice.Diskstats
-		counters := []*uint64{&d.ReadIOs, &d.ReadMerges, &d.ReadSectors, &d.ReadTicks, &d.WriteIOs, &d.WriteMerges,
-			&d.WriteSectors, &d.WriteTicks, &d.IOsInProgress, &d.IOsTotalTicks, &d.WeightedIOTicks, &d.DiscardIOs,
-			&d.DiscardMerges, &d.DiscardSectors, &d.DiscardTicks, &d.FlushRequestsCompleted, &d.TimeSpentFlushing}
+		d = blockdevice.Diskstats{}
 		fields := 0
 		for f := range bytes.FieldsSeq(line) {
 			if fields == diskstatsFieldsFlush {

@@ -1,17 +1,20 @@
 #!/bin/sh
 # Builds a static diskcanary binary with its version information stamped in,
-# so `diskcanary version` and diskcanary_build_info say what is running.
+# so `diskcanary version` and diskcanary_build_info say what is running; or,
+# named, another command of cmd/ (diskcanary-plot) with the same flags.
 # The Dockerfile, the binary install (docs/deploy.md) and deploy/docker_test.go all
 # build through this script: one set of ldflags.
 #
-#   deploy/build.sh [OUTPUT]            default OUTPUT: ./diskcanary
+#   deploy/build.sh [OUTPUT [COMMAND]]  default OUTPUT: ./COMMAND, COMMAND: diskcanary
 #
 # VERSION, REVISION, BRANCH, BUILD_USER and BUILD_DATE override what git
 # and the environment say (the container build passes them as build args,
 # because .git is not in the build context).
 set -eu
 cd "$(dirname "$0")/.."
-out=${1:-diskcanary}
+command=${2:-diskcanary}
+case $command in diskcanary|diskcanary-plot) ;; *) echo "$0: no command $command in cmd/" >&2; exit 64 ;; esac
+out=${1:-$command}
 
 VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)}
 REVISION=${REVISION:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
@@ -23,4 +26,4 @@ BUILD_DATE=${BUILD_DATE:-$(date -u +%Y%m%d-%H:%M:%S)}
 pkg=github.com/prometheus/common/version
 CGO_ENABLED=0 exec go build -trimpath \
 	-ldflags "-s -w -X $pkg.Version=$VERSION -X $pkg.Revision=$REVISION -X $pkg.Branch=$BRANCH -X $pkg.BuildUser=$BUILD_USER -X $pkg.BuildDate=$BUILD_DATE" \
-	-o "$out" ./cmd/diskcanary
+	-o "$out" "./cmd/$command"

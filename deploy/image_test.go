@@ -166,6 +166,19 @@ func TestImageEndToEnd(t *testing.T) {
 		require.Equal(t, "", stdout)
 		require.Equal(t, "diskcanary: smart: smartctl --scan-open found no device (diskcanary lacks CAP_SYS_RAWIO or CAP_SYS_ADMIN, without which smartctl cannot open a disk: run it as root); name a disk to read it (diskcanary smart /dev/sda)\n", stderr)
 	})
+	t.Run("plot", func(t *testing.T) {
+		// diskcanary-plot ships beside the daemon: a real sweep drawn to
+		// a directory the image's user may write.
+		out := t.TempDir()
+		require.NoError(t, os.Chmod(out, 0o777))
+		sweep := filepath.Join(repoRoot, "cmd/diskcanary-plot/testdata/sweep-read500.json")
+		stdout, stderr, code := runImage(t, append(runArgs, "--volume", sweep+":/sweep.json:ro", "--volume", out+":/out",
+			"--entrypoint", "/usr/bin/diskcanary-plot", image, "-o", "/out/curve.svg", "/sweep.json"))
+		require.Equal(t, 0, code, "stdout %s\nstderr %s", stdout, stderr)
+		svg, err := os.ReadFile(filepath.Join(out, "curve.svg"))
+		require.NoError(t, err)
+		require.Contains(t, string(svg), ">  knee: 500 IOPS<")
+	})
 	t.Logf("image end to end: %s", time.Since(start).Round(time.Second))
 }
 

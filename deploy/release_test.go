@@ -93,6 +93,9 @@ func TestReleaseWorkflow(t *testing.T) {
 	for _, p := range []string{".ci/run", "deploy/build.sh", "deploy/image/build.sh", "deploy/helm/diskcanary"} {
 		require.True(t, paths[p], "the release workflow does not run %s", p)
 	}
+	// Both binaries: the daemon, and the plot command kept out of it.
+	require.Contains(t, all, `./deploy/build.sh "dist/$dir/diskcanary"`+"\n")
+	require.Contains(t, all, `./deploy/build.sh "dist/$dir/diskcanary-plot" diskcanary-plot`+"\n")
 	require.Contains(t, all, "helm package deploy/helm/diskcanary")
 	require.Contains(t, all, "sha256sum ")
 

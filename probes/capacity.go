@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -17,10 +18,53 @@ import (
 	"github.com/diskcanary/diskcanary/internal/hostpath"
 )
 
-// ProfileCapacity is check's latency-bounded capacity sweep: 4 KiB O_DIRECT
-// random reads over the randread profile's working set, offered open-loop
-// at rising rates until the p99 leaves its bound.
+// ProfileCapacity is check's latency-bounded capacity sweep: one pattern of
+// I/O offered open-loop at rising rates until the p99 leaves its bound.
 const ProfileCapacity = "capacity"
+
+// The capacity sweep's patterns.
+const (
+	// CapacityRandRead: 4 KiB O_DIRECT random reads over the randread
+	// profile's working set.
+	CapacityRandRead = "randread"
+	// CapacityRandWrite: 4 KiB O_DIRECT random writes into that working
+	// set, written beforehand, so no write allocates.
+	CapacityRandWrite = "randwrite"
+	// CapacityWAL: etcd's WAL pattern, 2300-byte appends into a
+	// preallocated segment with an fdatasync after each, by one writer.
+	CapacityWAL = "wal"
+)
+
+// CapacityPatterns are the patterns, the default first.
+var CapacityPatterns = []string{CapacityRandRead, CapacityRandWrite, CapacityWAL}
+
+// CapacityConcurrency is how many ops of a pattern may be outstanding: one
+// for the WAL, which has one writer whose fdatasyncs serialise (an append
+// due while the previous one runs waits, and its latency shows it).
+func CapacityConcurrency(pattern string) int {
+	if pattern == CapacityWAL {
+		return 1
+	}
+	return DefaultCapacityConcurrency
+}
+
+// CapacityBytesPerOp is the most one op of a pattern writes to the disk,
+// for the write budget: a random write its block; a WAL append the pages
+// it dirties (at most one more than its size fills) and the journal an
+// fdatasync commits (as the daemon's budget counts it); a read nothing.
+func CapacityBytesPerOp(pattern string, bs int64) int64 {
+	switch pattern {
+	case CapacityRandWrite:
+		return bs
+	case CapacityWAL:
+		return ((bs+pageSize-1)/pageSize+1)*pageSize + journalPerSync
+	}
+	return 0
+}
+
+// StepOps is how many ops a step at rate schedules with the default step
+// size.
+func StepOps(rate float64) int { return stepOps(rate, CapacityMinStepOps, CapacityMinStepTime) }
 
 // The sweep's defaults.
 const (
@@ -60,10 +104,16 @@ var DefaultCapacityRates = func() []float64 {
 
 // CapacityOptions configure a capacity sweep.
 type CapacityOptions struct {
-	Dir        string
+	Dir string
+	// Pattern is one of CapacityPatterns; "" is randread.
+	Pattern    string
 	BlockSize  int64
 	WorkingSet int64
 	MinFree    int64
+	// WriteBudget bounds the bytes a writing pattern's steps may write
+	// (CapacityBytesPerOp each): a step that could take the sweep past it
+	// is not started, and the sweep ends there. 0 = no bound.
+	WriteBudget int64
 	// Rates are the IOPS asked of each step, rising.
 	Rates  []float64
 	MaxP99 time.Duration
@@ -89,7 +139,7 @@ type CapacityOptions struct {
 // CapacityStep is one rate of the sweep. Latencies are measured from each
 // read's scheduled start, not from when it was issued: a read that waits
 // for a free slot, or for the dispatcher, carries that wait (coordinated
-// omission); ServiceP99 is the pread alone.
+// omission); ServiceP50 and ServiceP99 are the syscalls alone.
 type CapacityStep struct {
 	AskedIOPS, AchievedIOPS float64
 	// Ops were scheduled; Missed of them were never issued before the step
@@ -98,7 +148,8 @@ type CapacityStep struct {
 	Duration      time.Duration
 	P50, P90, P99 time.Duration
 	P999, Max     time.Duration
-	ServiceP99    time.Duration
+	// ServiceP50 and ServiceP99 are of the syscalls alone.
+	ServiceP50, ServiceP99 time.Duration
 	// PoolFull: some read waited for one of the Concurrency slots.
 	PoolFull bool
 	// OverBound: the p99 was over MaxP99; Short: the achieved rate was
@@ -113,8 +164,15 @@ func (s CapacityStep) Held() bool { return !s.OverBound && !s.Short }
 // error, with the steps done.
 type CapacityResult struct {
 	Path, Device, Filesystem string
+	Pattern                  string
+	BlockSize                int64
 	Concurrency              int
 	Steps                    []CapacityStep
+	// Written is what the steps wrote, as the write budget counts it.
+	Written int64
+	// BudgetEnded: the next step could have passed the write budget, so
+	// the sweep ended before a step broke the bound.
+	BudgetEnded bool
 	// Knee is the index of the last step that held before the first that
 	// did not, -1 when the first did not.
 	Knee int
@@ -152,20 +210,24 @@ type capacityOp func(w int) (time.Duration, error)
 // sweeper runs the steps: an open-loop dispatcher that hands each read to
 // the first of pool workers at its scheduled time.
 type sweeper struct {
-	rates    []float64
-	maxP99   time.Duration
-	pool     int
-	minOps   int
-	minTime  time.Duration
-	op       capacityOp
-	quit     chan struct{}   // closed to stop between reads
-	lat, svc []time.Duration // one step's samples, sized for the largest
-	work     chan slot
-	wg       sync.WaitGroup
-	errMu    sync.Mutex
-	err      error
-	timerfd  int
-	stopped  atomic.Bool
+	rates   []float64
+	maxP99  time.Duration
+	pool    int
+	minOps  int
+	minTime time.Duration
+	op      capacityOp
+	// before, when set, runs before each step with its op count, between
+	// steps; errBudgetEnds from it ends the sweep there, without error.
+	before      func(n int) error
+	budgetEnded bool
+	quit        chan struct{}   // closed to stop between reads
+	lat, svc    []time.Duration // one step's samples, sized for the largest
+	work        chan slot
+	wg          sync.WaitGroup
+	errMu       sync.Mutex
+	err         error
+	timerfd     int
+	stopped     atomic.Bool
 }
 
 type slot struct {
@@ -181,6 +243,13 @@ func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime
 	return &sweeper{rates: rates, maxP99: maxP99, pool: pool, minOps: minOps, minTime: minTime, op: op,
 		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), work: make(chan slot), timerfd: -1}
 }
+
+// maxSleepSlice bounds one wait of the dispatcher between ops.
+const maxSleepSlice = 100 * time.Millisecond
+
+// errBudgetEnds is a sweeper's before saying the write budget ends the
+// sweep before the next step.
+var errBudgetEnds = errors.New("the write budget ends the sweep")
 
 // run sweeps the rates until a step does not hold, calling done after each
 // step; it returns the steps done and why it stopped early (nil when a
@@ -206,6 +275,16 @@ func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
 	}()
 	var steps []CapacityStep
 	for _, rate := range w.rates {
+		if w.before != nil {
+			err := w.before(stepOps(rate, w.minOps, w.minTime))
+			if errors.Is(err, errBudgetEnds) {
+				w.budgetEnded = true
+				return steps, nil
+			}
+			if err != nil {
+				return steps, err
+			}
+		}
 		st, complete := w.step(rate)
 		if err := w.failed(); err != nil {
 			return steps, err
@@ -273,9 +352,14 @@ dispatch:
 	for ; issued < n; issued++ {
 		s := slot{i: issued, sched: start + int64(float64(issued)*period)}
 		w.sleepUntil(s.sched)
+		// A stop first: a select with a free worker ready too would pick
+		// either, and each op more costs a period.
 		select {
 		case <-w.quit:
 			break dispatch
+		default:
+		}
+		select {
 		case w.work <- s:
 			continue
 		default:
@@ -313,17 +397,19 @@ dispatch:
 	slices.Sort(lat)
 	slices.Sort(svc[:issued])
 	st.P50, st.P90, st.P99, st.P999, st.Max = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99), Percentile(lat, 99.9), lat[n-1]
-	st.ServiceP99 = Percentile(svc[:issued], 99)
+	st.ServiceP50, st.ServiceP99 = Percentile(svc[:issued], 50), Percentile(svc[:issued], 99)
 	st.OverBound = st.P99 > w.maxP99
 	st.Short = st.AchievedIOPS < capacityHeld*rate
 	return st, true
 }
 
 // sleepUntil sleeps on the timerfd until the monotonic clock reads t
-// (nanotime's clock); a wait under 50µs is spun with yields instead, as a
-// timer's slack would be longer than the wait.
+// (nanotime's clock), or the sweep is stopped (it looks every
+// maxSleepSlice, so a stop at a low rate is not a period late); a wait
+// under 50µs is spun with yields instead, as a timer's slack would be
+// longer than the wait.
 func (w *sweeper) sleepUntil(t int64) {
-	for {
+	for !w.stopped.Load() {
 		d := t - nanotime()
 		switch {
 		case d <= 0:
@@ -332,9 +418,9 @@ func (w *sweeper) sleepUntil(t int64) {
 			runtime.Gosched()
 			continue
 		}
-		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(t)}
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(min(t, nanotime()+int64(maxSleepSlice)))}
 		if unix.TimerfdSettime(w.timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
-			time.Sleep(time.Duration(d))
+			time.Sleep(min(time.Duration(d), maxSleepSlice))
 			continue
 		}
 		var b [8]byte
@@ -364,15 +450,31 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	if minTime <= 0 {
 		minTime = CapacityMinStepTime
 	}
-	res := &CapacityResult{Path: o.Dir, Concurrency: pool, Knee: -1}
+	if o.Pattern == "" {
+		o.Pattern = CapacityRandRead
+	}
+	if o.Pattern == CapacityWAL {
+		pool = 1 // one writer, its appends in order
+	}
+	res := &CapacityResult{Path: o.Dir, Pattern: o.Pattern, Concurrency: pool, Knee: -1}
 	co := CheckOptions{Dir: o.Dir, Profile: ProfileRandRead, Samples: 1, BlockSize: o.BlockSize,
 		WorkingSet: o.WorkingSet, KeepWorkingSet: o.KeepWorkingSet, MinFree: o.MinFree, AllowUnsafeFS: o.AllowUnsafeFS, Paths: o.Paths}
+	switch o.Pattern {
+	case CapacityRandRead, CapacityRandWrite:
+	case CapacityWAL:
+		// fio-etcd: the WAL probe's appends with no gap, the sweep's
+		// schedule being the only pacing.
+		co.Profile, co.WorkingSet, co.KeepWorkingSet = ProfileFioEtcd, 0, false
+	default:
+		return res, fmt.Errorf("unknown capacity pattern %q (randread, randwrite, wal)", o.Pattern)
+	}
 	cs, cr, err := openCheckSite(co, 0)
 	res.Path, res.Device, res.Filesystem = cr.Path, cr.Device, cr.Filesystem
 	res.Warnings, res.Untrusted, res.WorkingSetFile = cr.Warnings, cr.Untrusted, cr.WorkingSetFile
 	if err != nil {
 		return res, err
 	}
+	res.BlockSize = int64(cs.c.BlockSize)
 	closeSite := true
 	defer func() {
 		if closeSite {
@@ -380,14 +482,13 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 		}
 	}()
 	// No GC while measuring, and a P for each worker, the dispatcher and
-	// this goroutine, so a read that returns never waits for one. The
-	// reads enter syscall state as the daemon's do (timedio.go), not raw
-	// as check's randread: a raw read holds its P, and a hung one would
-	// then hang the stop-the-world that restoring GOMAXPROCS needs.
+	// this goroutine, so an op that returns never waits for one. The ops
+	// enter syscall state as the daemon's do (timedio.go), not raw as
+	// check's randread: a raw op holds its P, and a hung one would then
+	// hang the stop-the-world that restoring GOMAXPROCS needs.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))
 
-	r := cs.k.(*readProbe)
 	fls := make([]*inflight, pool)
 	for i := range fls {
 		fls[i] = newInflight()
@@ -395,30 +496,69 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	stop := new(atomic.Bool)
 	var sw *sweeper
 	type outcome struct {
-		steps []CapacityStep
-		err   error
+		steps       []CapacityStep
+		err         error
+		budgetEnded bool
+	}
+	var written atomic.Int64
+	perOp := CapacityBytesPerOp(o.Pattern, res.BlockSize)
+	// before keeps the sweep within the write budget: a step that could
+	// take it past is not started.
+	before := func(n int) error {
+		if o.WriteBudget > 0 && written.Load()+int64(n)*perOp > o.WriteBudget {
+			return errBudgetEnds
+		}
+		return nil
 	}
 	done := make(chan outcome, 1)
 	stepDone := make(chan CapacityStep, len(o.Rates))
 	started := make(chan *sweeper, 1)
+	var walFlushes func() (noFlush bool)
 	go func() {
-		if _, err := r.prepare(fls[0], stop); err != nil {
-			done <- outcome{err: err}
-			return
+		var op capacityOp
+		var err error // this goroutine's own
+		switch o.Pattern {
+		case CapacityRandRead, CapacityRandWrite:
+			r := cs.k.(*readProbe)
+			if _, err := r.prepare(fls[0], stop); err != nil {
+				done <- outcome{err: err}
+				return
+			}
+			var free func()
+			if o.Pattern == CapacityRandRead {
+				op, free, err = readOps(r, fls)
+			} else {
+				op, free, err = writeOps(r, fls, &written)
+			}
+			if err != nil {
+				done <- outcome{err: err}
+				return
+			}
+			defer free()
+		case CapacityWAL:
+			w := cs.k.(*walProbe)
+			if _, err := w.prepare(fls[0], stop); err != nil {
+				done <- outcome{err: err}
+				return
+			}
+			var walBefore func(int) error
+			op, walBefore, walFlushes = walOps(w, fls[0], &written)
+			budget := before
+			before = func(n int) error {
+				if err := budget(n); err != nil {
+					return err
+				}
+				return walBefore(n)
+			}
 		}
-		op, free, err := readOps(r, fls)
-		if err != nil {
-			done <- outcome{err: err}
-			return
-		}
-		defer free()
 		s := newSweeper(o.Rates, o.MaxP99, pool, minOps, minTime, op)
+		s.before = before
 		started <- s
 		if stop.Load() {
 			s.stop()
 		}
 		steps, err := s.run(func(st CapacityStep) { stepDone <- st })
-		done <- outcome{steps, err}
+		done <- outcome{steps, err, s.budgetEnded}
 	}()
 	expired, cancelTimer, err := timerfdTicks(o.Timeout, 0)
 	if err != nil {
@@ -471,11 +611,15 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 				}
 			}
 			res.Knee = kneeOf(res.Steps)
+			res.Written, res.BudgetEnded = written.Load(), out.budgetEnded
 			err := out.err
 			if cause != nil {
 				err = fmt.Errorf("%w after %s", cause, stepsDone(len(res.Steps)))
 			}
 			res.Partial = err != nil
+			if err == nil && walFlushes != nil {
+				walFlushCheck(res, walFlushes)
+			}
 			return res, err
 		case s := <-started:
 			sw, layout = s, nil
@@ -509,8 +653,9 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 		if age > o.StallThreshold || time.Since(stopped) > o.StallThreshold {
 			closeSite = false
 			res.Knee, res.Partial = kneeOf(res.Steps), true
+			res.Written = written.Load()
 			res.LeftBehind = cs.remove
-			stuck := fmt.Sprintf("a read on %s has been in flight for %v (hung disk?)", o.Dir, age.Round(time.Millisecond))
+			stuck := fmt.Sprintf("%s on %s has been in flight for %v (hung disk?)", opNoun(o.Pattern), o.Dir, age.Round(time.Millisecond))
 			if age <= o.StallThreshold {
 				stuck = fmt.Sprintf("the sweep did not stop within %v", o.StallThreshold)
 			}
@@ -561,4 +706,116 @@ func readOps(r *readProbe, fls []*inflight) (capacityOp, func(), error) {
 		return time.Duration(t[1]), nil
 	}
 	return op, free, nil
+}
+
+// opNoun names one op of a pattern.
+func opNoun(pattern string) string {
+	switch pattern {
+	case CapacityRandWrite:
+		return "a write"
+	case CapacityWAL:
+		return "an append"
+	}
+	return "a read"
+}
+
+// writeOps opens r's working set for O_DIRECT writes (O_DSYNC where
+// O_DIRECT was refused and the page cache accepted) and gives each worker
+// its own buffer of random data and offset picker; each write counts its
+// bytes in written. It returns the op and what frees them.
+func writeOps(r *readProbe, fls []*inflight, written *atomic.Int64) (capacityOp, func(), error) {
+	flags := unix.O_WRONLY | unix.O_DIRECT
+	if r.buffered {
+		flags = unix.O_WRONLY | unix.O_DSYNC
+	}
+	fd, err := r.s.dir.open(r.file, flags)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return nil, nil, fmt.Errorf("%s: %w", r.s.dir.path, errNoODirect)
+		}
+		return nil, nil, err
+	}
+	bufs := make([][]byte, len(fls))
+	pickers := make([]*blockPicker, len(fls))
+	free := func() {
+		for _, b := range bufs {
+			freeBuffer(b)
+		}
+		unix.Close(fd)
+	}
+	for i := range bufs {
+		b, err := alignedBuffer(int(r.bs))
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+		// Random, as the working set's own data: a device that
+		// short-cuts zeros or compresses gets no easier writes.
+		fillRandom(b)
+		bufs[i] = b
+		pickers[i] = newBlockPicker(r.picker.lo, r.picker.hi)
+	}
+	where := r.s.where()
+	op := func(w int) (time.Duration, error) {
+		d, n, errno := timedPwrite(fls[w], false, fd, bufs[w], pickers[w].next()*r.bs)
+		if n > 0 {
+			written.Add(int64(n))
+		}
+		switch {
+		case errno != 0:
+			return 0, &opError{"write", where, errno}
+		case n != len(bufs[w]):
+			return 0, &opError{"write", where, errShortIO}
+		}
+		return time.Duration(d), nil
+	}
+	return op, free, nil
+}
+
+// walOps is the WAL pattern's op (one append and its fdatasync, at the
+// segment's next offset: one worker), the hook that cuts a new segment
+// between steps when the next step's appends would not fit (as etcd cuts
+// one when its segment is full, but never inside a step, where it would
+// add a spike the device did not cause), and the device's flush count
+// before and after, for the check that a flush reaches a device.
+func walOps(w *walProbe, fl *inflight, written *atomic.Int64) (capacityOp, func(int) error, func() (noFlush bool)) {
+	flushesBefore, known := w.deviceFlushes()
+	op := func(int) (time.Duration, error) {
+		r := timedWALOp(fl, false, w.fd, w.buf, w.off, 0)
+		written.Add(pagesDirtied(w.off, int64(r.wrote)) + journalPerSync)
+		if r.err != nil {
+			return 0, &opError{r.stage, w.path(), r.err}
+		}
+		w.off += w.bs
+		return r.write + r.fdatasync, nil
+	}
+	before := func(n int) error {
+		if need := int64(n) * w.bs; w.off+need > w.segment {
+			w.segment = max(config.DefaultSegmentSize, need)
+			return w.cutSegment()
+		}
+		return nil
+	}
+	noFlush := func() bool {
+		after, _ := w.deviceFlushes()
+		return w.s.backing.Device == "" || known && after == flushesBefore
+	}
+	return op, before, noFlush
+}
+
+// walFlushCheck marks a WAL sweep untrusted when its flushes reached no
+// device: the first step's service p50 (the append's pwrite and fdatasync)
+// under 10 µs while the device counted no flush, or there is no device, as
+// the WAL probe's check (flushLies) says.
+func walFlushCheck(res *CapacityResult, noFlush func() bool) {
+	if len(res.Steps) == 0 {
+		return
+	}
+	if res.Steps[0].ServiceP50 < 10*time.Microsecond && noFlush() {
+		lie := "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)"
+		res.Warnings = append(res.Warnings, lie)
+		if res.Untrusted == "" {
+			res.Untrusted = lie
+		}
+	}
 }

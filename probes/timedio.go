@@ -147,3 +147,23 @@ func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64, gap time.Du
 	fl.end()
 	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2, t3)
 }
+
+// timedPwrite times one pwrite of b at off, in syscall state unless raw,
+// as timedPreads times a read: the capacity sweep's O_DIRECT random write,
+// which returns once the device has taken the data.
+//
+//go:nosplit
+func timedPwrite(fl *inflight, raw bool, fd int, b []byte, off int64) (dur int64, n int, errno unix.Errno) {
+	if !raw {
+		entersyscall()
+	}
+	start := nanotime()
+	fl.mark(start)
+	r, _, e := unix.RawSyscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
+	end := nanotime()
+	fl.end()
+	if !raw {
+		exitsyscall()
+	}
+	return end - start, int(r), e
+}

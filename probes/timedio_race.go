@@ -60,3 +60,12 @@ func timedWALOp(fl *inflight, _ bool, fd int, b []byte, off int64, gap time.Dura
 	fl.end()
 	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2, t3)
 }
+
+func timedPwrite(fl *inflight, _ bool, fd int, b []byte, off int64) (dur int64, n int, errno unix.Errno) {
+	start := nanotime()
+	fl.mark(start)
+	r, _, e := unix.Syscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
+	end := nanotime()
+	fl.end()
+	return end - start, int(r), e
+}

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 
+	"github.com/diskcanary/diskcanary/internal/capacityjson"
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/probes"
 )
@@ -24,14 +23,58 @@ import (
 // maxCapacitySteps bounds --rates: the default R10 list has 41.
 const maxCapacitySteps = 100
 
+// defaultCapacityWriteBudget bounds what a writing sweep writes unless
+// --write-budget says otherwise: about half a million 4 KiB writes, the
+// R10 steps up to about 100,000 write IOPS, or about 130,000 WAL appends.
+const defaultCapacityWriteBudget = 2 << 30
+
 // capacityUsage checks the capacity profile's own flags and returns the
-// rates to sweep; changed says whether a flag was given.
-func (f *checkFlags) capacityUsage(changed func(string) bool) ([]float64, error) {
+// rates to sweep and the write budget; changed says whether a flag was
+// given, bs is --block-size (0: the pattern's default).
+func (f *checkFlags) capacityUsage(changed func(string) bool, bs int64) ([]float64, int64, error) {
+	rates, err := f.capacityRates(changed)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !slices.Contains(probes.CapacityPatterns, f.pattern) {
+		return nil, 0, fmt.Errorf("--pattern %q: want %s", f.pattern, strings.Join(probes.CapacityPatterns, ", "))
+	}
+	if f.pattern == probes.CapacityWAL {
+		for _, flag := range []string{"working-set", "keep-working-set"} {
+			if changed(flag) {
+				return nil, 0, fmt.Errorf("--%s does not apply to --pattern wal: it appends to a segment of its own", flag)
+			}
+		}
+	}
+	b, err := config.ParseByteSize(f.writeBudget)
+	if err != nil || b <= 0 {
+		return nil, 0, fmt.Errorf("--write-budget %q: want a positive size, e.g. 2GiB", f.writeBudget)
+	}
+	budget := int64(b)
+	if bs == 0 {
+		bs = config.DefaultReadBlockSize
+		if f.pattern == probes.CapacityWAL {
+			bs = config.DefaultWALBlockSize
+		}
+	}
+	// The first step is a sweep's least: a budget under it is a mistake
+	// to say before anything is written.
+	if per := probes.CapacityBytesPerOp(f.pattern, bs); per > 0 {
+		if first := int64(probes.StepOps(rates[0])) * per; first > budget {
+			return nil, 0, fmt.Errorf("--write-budget %s: the first step alone (%d ops at %.0f IOPS asked) may write %s", f.writeBudget, probes.StepOps(rates[0]), rates[0], config.ByteSize(first).Show())
+		}
+	}
+	return rates, budget, nil
+}
+
+// capacityRates checks the flags every pattern shares and returns the
+// rates to sweep.
+func (f *checkFlags) capacityRates(changed func(string) bool) ([]float64, error) {
 	if changed("samples") {
-		return nil, fmt.Errorf("--samples does not apply to --profile capacity: each step takes at least %d reads and at least %v", probes.CapacityMinStepOps, probes.CapacityMinStepTime)
+		return nil, fmt.Errorf("--samples does not apply to --profile capacity: each step takes at least %d ops and at least %v", probes.CapacityMinStepOps, probes.CapacityMinStepTime)
 	}
 	if changed("gap") {
-		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the reads come at the step's rate")
+		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the ops come at the step's rate")
 	}
 	rates := probes.DefaultCapacityRates
 	if f.rates != "" {
@@ -51,103 +94,21 @@ func (f *checkFlags) capacityUsage(changed func(string) bool) ([]float64, error)
 			rates = append(rates, r)
 		}
 	}
-	if f.plot != "" {
-		if err := plotUsable(f.plot); err != nil {
-			return nil, err
-		}
-	}
 	return rates, nil
 }
 
-// plotUsable refuses, before anything is measured, a --plot path that
-// could not be written: an unknown format, a symlink (never followed, as
-// --lat-log's), something other than a regular file, a missing directory.
-func plotUsable(path string) error {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg", ".png":
-	default:
-		return fmt.Errorf("--plot %s: want a .svg or .png file", path)
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("--plot %s: is a symlink; not followed: name the file itself", path)
-	case err == nil && !fi.Mode().IsRegular():
-		return fmt.Errorf("--plot %s: is not a regular file (%v)", path, fi.Mode().Type())
-	case err == nil:
-		return nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("--plot %s: %w", path, err)
-	}
-	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--plot %s: directory %s does not exist", path, filepath.Dir(path))
-	}
-	return nil
-}
-
-// capacityJSON is the capacity profile's --json result: the IOPS at the
-// bound, the step that broke it, and every step.
-type capacityJSON struct {
-	Version          string  `json:"version"`
-	StartTime        string  `json:"start_time"`
-	Profile          string  `json:"profile"`
-	Path             string  `json:"path"`
-	Device           string  `json:"device"`
-	Filesystem       string  `json:"filesystem"`
-	BlockSize        int64   `json:"block_size"`
-	Concurrency      int     `json:"concurrency"`
-	ThresholdSeconds float64 `json:"threshold_seconds"`
-	// IOPSAtBound is the achieved rate of the last step that held (null
-	// when none did); AskedIOPSAtBound what that step asked.
-	IOPSAtBound      *float64 `json:"iops_at_bound"`
-	AskedIOPSAtBound *float64 `json:"asked_iops_at_bound"`
-	// BoundReached: a step broke the bound (the next step after the knee);
-	// false when the rates ran out first, so the IOPS at the bound is a
-	// floor.
-	BoundReached bool               `json:"bound_reached"`
-	Partial      bool               `json:"partial"`
-	Steps        []capacityStepJSON `json:"steps"`
-	Pass         bool               `json:"pass"`
-	Verdict      string             `json:"verdict"`
-	Reason       string             `json:"reason,omitempty"`
-	Trusted      bool               `json:"trusted"`
-	Warnings     []string           `json:"warnings"`
-}
-
-type capacityStepJSON struct {
-	AskedIOPS       float64 `json:"asked_iops"`
-	AchievedIOPS    float64 `json:"achieved_iops"`
-	Ops             int     `json:"ops"`
-	Missed          int     `json:"missed"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	// LatencySeconds run from each read's scheduled start.
-	LatencySeconds    stepLatencyJSON `json:"latency_seconds"`
-	ServiceP99Seconds float64         `json:"service_p99_seconds"`
-	PoolFull          bool            `json:"pool_full"`
-	OverBound         bool            `json:"over_bound"`
-	Short             bool            `json:"short"`
-	Held              bool            `json:"held"`
-}
-
-type stepLatencyJSON struct {
-	P50  float64 `json:"p50"`
-	P90  float64 `json:"p90"`
-	P99  float64 `json:"p99"`
-	P999 float64 `json:"p99_9"`
-	Max  float64 `json:"max"`
-}
+// capacityJSON is the capacity profile's --json result (diskcanary-plot
+// reads it).
+type capacityJSON = capacityjson.Result
 
 // runCapacity runs the capacity profile; stopped says a signal or the
 // timeout ended it (a read may be hung there).
-func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir string, rates []float64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
-	if bs == 0 {
-		bs = config.DefaultReadBlockSize
-	}
+func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir string, rates []float64, budget int64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
 	out := cmd.OutOrStdout()
 	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
 	start := time.Now()
 	res, err := probes.Capacity(ctx, probes.CapacityOptions{
-		Dir: dir, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep,
+		Dir: dir, Pattern: f.pattern, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep, WriteBudget: budget,
 		Rates: rates, MaxP99: f.maxP99, Timeout: f.timeout, AllowUnsafeFS: f.allowUnsafe,
 		LayOut: status.progress(probes.ProfileCapacity),
 		Step: func(st probes.CapacityStep) {
@@ -163,7 +124,7 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 	if errors.Is(err, probes.ErrTimeout) {
 		err = fmt.Errorf("--timeout %v: %w", f.timeout, err)
 	}
-	j := f.summarizeCapacity(res, err, start, bs)
+	j := f.summarizeCapacity(res, err, start)
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -171,24 +132,13 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 			return stopped, &exitError{checkExitNotKnown, err}
 		}
 	} else {
-		printCapacity(out, res, j)
-	}
-	var plotErr error
-	if f.plot != "" && len(res.Steps) > 0 {
-		plotErr = writeCurvePlot(f.plot, res, f.maxP99)
+		f.printCapacity(out, res, j)
 	}
 	switch j.Verdict {
 	case verdictFail:
-		err := errors.New("capacity: even the first step broke the bound")
-		if plotErr != nil {
-			err = fmt.Errorf("%w; %w", err, plotErr)
-		}
-		return stopped, &exitError{checkExitExceeded, err}
+		return stopped, &exitError{checkExitExceeded, errors.New("capacity: even the first step broke the bound")}
 	case verdictNotKnown:
 		return stopped, &exitError{checkExitNotKnown, fmt.Errorf("could not measure capacity on %s: %s", dir, j.Reason)}
-	}
-	if plotErr != nil {
-		return stopped, &exitError{checkExitNotKnown, plotErr}
 	}
 	return stopped, nil
 }
@@ -197,17 +147,17 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir st
 // measure" (the steps done are kept), a first step that broke the bound a
 // FAIL, a step that held a pass. As check's, a FAIL on a filesystem that
 // does not tell the truth stands, a pass there needs --allow-unsafe-fs.
-func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, start time.Time, bs int64) capacityJSON {
+func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, start time.Time) capacityJSON {
 	j := capacityJSON{
-		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339), Profile: probes.ProfileCapacity,
-		Path: r.Path, Device: r.Device, Filesystem: r.Filesystem, BlockSize: bs, Concurrency: r.Concurrency,
-		ThresholdSeconds: f.maxP99.Seconds(), Partial: r.Partial, Steps: []capacityStepJSON{},
+		Version: version.Version, StartTime: start.UTC().Format(time.RFC3339), Profile: probes.ProfileCapacity, Pattern: r.Pattern,
+		Path: r.Path, Device: r.Device, Filesystem: r.Filesystem, BlockSize: r.BlockSize, Concurrency: r.Concurrency, WrittenBytes: r.Written,
+		ThresholdSeconds: f.maxP99.Seconds(), Partial: r.Partial, Steps: []capacityjson.Step{},
 		Trusted: r.Untrusted == "", Warnings: append([]string{}, r.Warnings...),
 	}
 	for _, s := range r.Steps {
-		j.Steps = append(j.Steps, capacityStepJSON{
+		j.Steps = append(j.Steps, capacityjson.Step{
 			AskedIOPS: s.AskedIOPS, AchievedIOPS: s.AchievedIOPS, Ops: s.Ops, Missed: s.Missed, DurationSeconds: s.Duration.Seconds(),
-			LatencySeconds:    stepLatencyJSON{P50: s.P50.Seconds(), P90: s.P90.Seconds(), P99: s.P99.Seconds(), P999: s.P999.Seconds(), Max: s.Max.Seconds()},
+			LatencySeconds:    capacityjson.StepLatency{P50: s.P50.Seconds(), P90: s.P90.Seconds(), P99: s.P99.Seconds(), P999: s.P999.Seconds(), Max: s.Max.Seconds()},
 			ServiceP99Seconds: s.ServiceP99.Seconds(), PoolFull: s.PoolFull, OverBound: s.OverBound, Short: s.Short, Held: s.Held(),
 		})
 	}
@@ -230,7 +180,10 @@ func (f *checkFlags) summarizeCapacity(r *probes.CapacityResult, err error, star
 		if r.Untrusted != "" {
 			j.Warnings = append(j.Warnings, "accepted with --allow-unsafe-fs: this capacity does not describe a disk")
 		}
-		if !j.BoundReached {
+		switch {
+		case r.BudgetEnded:
+			j.Warnings = append(j.Warnings, fmt.Sprintf("the write budget ended the sweep before a step broke the bound: the disk holds at least %.0f IOPS; a larger --write-budget goes further", *j.IOPSAtBound))
+		case !j.BoundReached:
 			j.Warnings = append(j.Warnings, fmt.Sprintf("no step broke the bound: the disk holds at least %.0f IOPS; ask higher --rates to find its bound", *j.IOPSAtBound))
 		}
 	}
@@ -254,14 +207,21 @@ func stepResult(s probes.CapacityStep, bound time.Duration) string {
 }
 
 // printCapacity prints the curve as a table and the answer under it.
-func printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
+func (f *checkFlags) printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
 	where := r.Filesystem
 	if r.Device != "" {
 		where += " on " + r.Device
 	}
-	fmt.Fprintf(w, "diskcanary check: capacity profile, %s (%s)\n", r.Path, where)
-	fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
-	fmt.Fprintf(w, "  latency from each read's scheduled start\n")
+	fmt.Fprintf(w, "diskcanary check: capacity profile, %s pattern, %s (%s)\n", j.Pattern, r.Path, where)
+	switch j.Pattern {
+	case probes.CapacityRandWrite:
+		fmt.Fprintf(w, "  random %d-byte O_DIRECT writes into a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
+	case probes.CapacityWAL:
+		fmt.Fprintf(w, "  %d-byte appends into a preallocated segment, fdatasync after each, open loop, one writer;\n", j.BlockSize)
+	default:
+		fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
+	}
+	fmt.Fprintf(w, "  latency from each op's scheduled start\n")
 	if len(r.Steps) > 0 {
 		fmt.Fprintf(w, "  %10s %10s %10s %10s %10s %10s  %s\n", "asked", "achieved", "p50", "p90", "p99", "p99.9", "result")
 	}
@@ -274,6 +234,9 @@ func printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
 	}
 	if r.WorkingSetFile != "" {
 		fmt.Fprintf(w, "  working set kept: %s\n", r.WorkingSetFile)
+	}
+	if j.Pattern != probes.CapacityRandRead {
+		fmt.Fprintf(w, "  written: %s of the --write-budget %s\n", config.ByteSize(j.WrittenBytes).Show(), f.writeBudget)
 	}
 	bound := fmtSec(j.ThresholdSeconds)
 	if r.Knee >= 0 {

@@ -11,13 +11,10 @@ import (
 )
 
 // Bad input is refused before anything is measured: exit 64, a message
-// naming the flag and the fix, and nothing created in DIR or at the plot
-// path.
+// naming the flag and the fix, and nothing created in DIR.
 func TestCapacityUsageErrors(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "canary")
-	link := filepath.Join(parent, "link.svg")
-	require.NoError(t, os.Symlink(filepath.Join(parent, "elsewhere.svg"), link))
 	for _, tc := range []struct {
 		args []string
 		err  string
@@ -32,40 +29,46 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--rates", "100,2000000"}, `--rates "100,2000000": "2000000" is not an IOPS rate (a number over 0, at most 1000000)`},
 		{[]string{"--rates", "1k"}, `--rates "1k": "1k" is not an IOPS rate (a number over 0, at most 1000000)`},
 		{[]string{"--rates", strings.Repeat("1,", 100) + "1"}, "--rates: 101 steps; at most 100"},
-		{[]string{"--plot", filepath.Join(parent, "missing", "curve.svg")}, "--plot " + filepath.Join(parent, "missing", "curve.svg") + ": directory " + filepath.Join(parent, "missing") + " does not exist"},
-		{[]string{"--plot", filepath.Join(parent, "curve.pdf")}, "--plot " + filepath.Join(parent, "curve.pdf") + ": want a .svg or .png file"},
-		{[]string{"--plot", parent + "/"}, "--plot " + parent + "/: want a .svg or .png file"},
-		{[]string{"--plot", link}, "--plot " + link + ": is a symlink; not followed: name the file itself"},
-		{[]string{"--jobs", "2"}, "--jobs applies to the etcd profiles (concurrent writers), not capacity (up to 32 reads outstanding)"},
+		// The curve is drawn by diskcanary-plot, outside the daemon binary.
+		{[]string{"--plot", filepath.Join(parent, "curve.svg")}, "unknown flag: --plot"},
+		{[]string{"--jobs", "2"}, "--jobs applies to the etcd profiles (concurrent writers), not capacity (--pattern sets the ops outstanding)"},
 		{[]string{"--lat-log", filepath.Join(parent, "lat.csv")}, "--lat-log applies to the etcd and randread profiles, not capacity"},
-		{[]string{"--samples", "2000"}, "--samples does not apply to --profile capacity: each step takes at least 1000 reads and at least 1s"},
-		{[]string{"--gap", "1ms"}, "--gap does not apply to --profile capacity: the reads come at the step's rate"},
+		{[]string{"--samples", "2000"}, "--samples does not apply to --profile capacity: each step takes at least 1000 ops and at least 1s"},
+		{[]string{"--gap", "1ms"}, "--gap does not apply to --profile capacity: the ops come at the step's rate"},
+		{[]string{"--pattern", "seqread"}, `--pattern "seqread": want randread, randwrite, wal`},
+		{[]string{"--pattern", ""}, `--pattern "": want randread, randwrite, wal`},
+		{[]string{"--pattern", "wal", "--working-set", "1m"}, "--working-set does not apply to --pattern wal: it appends to a segment of its own"},
+		{[]string{"--pattern", "wal", "--keep-working-set"}, "--keep-working-set does not apply to --pattern wal: it appends to a segment of its own"},
+		{[]string{"--pattern", "randwrite", "--write-budget", "0"}, `--write-budget "0": want a positive size, e.g. 2GiB`},
+		{[]string{"--pattern", "randwrite", "--write-budget", "lots"}, `--write-budget "lots": want a positive size, e.g. 2GiB`},
+		// 1,000 writes of 4 KiB; 1,000 appends of up to 2 pages and 8 KiB of journal.
+		{[]string{"--pattern", "randwrite", "--write-budget", "1m"}, "--write-budget 1m: the first step alone (1000 ops at 100 IOPS asked) may write 4000KiB"},
+		{[]string{"--pattern", "wal", "--rates", "2000", "--write-budget", "16m"}, "--write-budget 16m: the first step alone (2000 ops at 2000 IOPS asked) may write 32000KiB"},
 	} {
 		_, code, err := runCLI(t, append([]string{"check", dir, "--profile", "capacity"}, tc.args...)...)
 		require.Equal(t, 64, code, "%q: %v", tc.args, err)
 		require.EqualError(t, err, tc.err, "%q", tc.args)
 	}
 	// The capacity flags on another profile.
-	for _, args := range [][]string{{"--rates", "100,200"}, {"--plot", filepath.Join(parent, "c.svg")}} {
+	for _, args := range [][]string{{"--rates", "100,200"}, {"--pattern", "wal"}, {"--write-budget", "1g"}} {
 		_, code, err := runCLI(t, append([]string{"check", dir}, args...)...)
 		require.Equal(t, 64, code)
-		require.EqualError(t, err, "--rates and --plot apply to --profile capacity")
+		require.EqualError(t, err, "--rates, --pattern and --write-budget apply to --profile capacity")
 	}
 	require.NoDirExists(t, dir)
 	entries, err := os.ReadDir(parent)
 	require.NoError(t, err)
-	require.Len(t, entries, 1, "only the test's symlink")
+	require.Empty(t, entries)
 }
 
 // A sweep whose rates run out before the bound: exit 0, every step in the
 // JSON with its percentiles, the IOPS at the bound a floor (a warning says
-// so), the plot drawn, and DIR and its working set gone.
-func TestCapacityJSONAndPlot(t *testing.T) {
+// so), and DIR and its working set gone.
+func TestCapacityJSON(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "canary")
-	plot := filepath.Join(parent, "curve.svg")
 	out, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,1500", "--max-p99", "2s",
-		"--working-set", "1m", "--min-free", "0", "--json", "--quiet", "--plot", plot)
+		"--working-set", "1m", "--min-free", "0", "--json", "--quiet")
 	require.NoError(t, err, out)
 	require.Equal(t, 0, code)
 	var got map[string]any
@@ -74,12 +77,14 @@ func TestCapacityJSONAndPlot(t *testing.T) {
 	for k := range got {
 		keys = append(keys, k)
 	}
-	require.ElementsMatch(t, []string{"version", "start_time", "profile", "path", "device", "filesystem", "block_size", "concurrency",
+	require.ElementsMatch(t, []string{"version", "start_time", "profile", "pattern", "path", "device", "filesystem", "block_size", "concurrency",
 		"threshold_seconds", "iops_at_bound", "asked_iops_at_bound", "bound_reached", "partial", "steps", "pass", "verdict",
-		"trusted", "warnings"}, keys)
+		"trusted", "warnings", "written_bytes"}, keys)
 	var j capacityJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &j))
 	require.Equal(t, "capacity", j.Profile)
+	require.Equal(t, "randread", j.Pattern, "the default pattern")
+	require.Zero(t, j.WrittenBytes)
 	require.EqualValues(t, 4096, j.BlockSize)
 	require.Equal(t, 32, j.Concurrency)
 	require.Equal(t, 2.0, j.ThresholdSeconds)
@@ -103,11 +108,6 @@ func TestCapacityJSONAndPlot(t *testing.T) {
 	require.Len(t, j.Warnings, 1)
 	require.Regexp(t, `^no step broke the bound: the disk holds at least 1[45]\d\d IOPS; ask higher --rates to find its bound$`, j.Warnings[0])
 	require.True(t, j.Trusted)
-	svg, err := os.ReadFile(plot)
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(svg), "<?xml"), "an SVG")
-	require.Contains(t, string(svg), "knee: ")
-	require.Contains(t, string(svg), "p99 bound 2.000s")
 	require.NoDirExists(t, dir, "check removes the directory it created, the working set first")
 }
 
@@ -148,4 +148,41 @@ func TestCapacityTimeoutKeepsTheStepsDone(t *testing.T) {
 	require.False(t, j.BoundReached)
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries, "the working set is removed")
+}
+
+// --pattern randwrite: the same JSON, the pattern named, every write of
+// every step counted in written_bytes, the working set removed.
+func TestCapacityRandWriteJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "canary")
+	out, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--pattern", "randwrite", "--rates", "1000,1500", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--json", "--quiet")
+	require.NoError(t, err, out)
+	require.Equal(t, 0, code)
+	var j capacityJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	require.Equal(t, "randwrite", j.Pattern)
+	require.EqualValues(t, 4096, j.BlockSize)
+	require.Equal(t, 32, j.Concurrency)
+	require.Len(t, j.Steps, 2)
+	issued := 0
+	for _, s := range j.Steps {
+		issued += s.Ops - s.Missed
+	}
+	require.Equal(t, int64(issued)*4096, j.WrittenBytes)
+	require.NoDirExists(t, dir)
+}
+
+// --pattern wal: one writer, 2300-byte appends, the table says so and
+// what was written of the budget; the segment removed.
+func TestCapacityWALText(t *testing.T) {
+	dir := t.TempDir()
+	out, code, _ := runCLI(t, "check", dir, "--profile", "capacity", "--pattern", "wal", "--rates", "200", "--max-p99", "2s",
+		"--min-free", "0", "--quiet", "--allow-unsafe-fs")
+	require.Contains(t, []int{0, 1}, code, out)
+	require.Contains(t, out, "capacity profile, wal pattern, ")
+	require.Contains(t, out, "\n  2300-byte appends into a preallocated segment, fdatasync after each, open loop, one writer;\n")
+	require.Regexp(t, `\n  written: [0-9.]+[KM]iB of the --write-budget 2GiB\n`, out)
+	require.Contains(t, out, "\n         200 ")
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries)
 }

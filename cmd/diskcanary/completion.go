@@ -26,10 +26,11 @@ func registerCompletions(root *cobra.Command) {
 		case "check":
 			_ = cmd.RegisterFlagCompletionFunc("profile",
 				fixed(probes.ProfileEtcd, probes.ProfileFioEtcd, probes.ProfileRandRead, "all", probes.ProfileCapacity))
+			_ = cmd.RegisterFlagCompletionFunc("pattern", fixed(probes.CapacityPatterns...))
 		case "serve":
 			_ = cmd.RegisterFlagCompletionFunc("log.level", fixed(promslog.LevelFlagOptions...))
 			_ = cmd.RegisterFlagCompletionFunc("log.format", fixed(promslog.FormatFlagOptions...))
-		case "iostat", "smart":
+		case "iostat", "smart", "top":
 			cmd.ValidArgsFunction = completeDevices
 		}
 	}

@@ -291,6 +291,7 @@ func TestCompletion(t *testing.T) {
 		want string
 	}{
 		{[]string{"check", "--profile", ""}, "etcd\nfio-etcd\nrandread\nall\ncapacity\n:4\n"},
+		{[]string{"check", "--profile", "capacity", "--pattern", ""}, "randread\nrandwrite\nwal\n:4\n"},
 		{[]string{"serve", "--log.level", ""}, "debug\ninfo\nwarn\nerror\n:4\n"},
 		{[]string{"serve", "--log.format", ""}, "logfmt\njson\n:4\n"},
 		{[]string{"iostat", "--path.sysfs", sysfs, ""}, "cciss/c0d0\nnvme0n1\nsda\n:4\n"},

@@ -1,5 +1,5 @@
 // Command diskcanary is the storage-health daemon (serve) and its CLI
-// (check, iostat, smart, version). main only wires; the work lives in
+// (check, iostat, top, smart, version). main only wires; the work lives in
 // probes/, collector/ and internal/.
 package main
 
@@ -71,7 +71,7 @@ command or flag, a bad value, a wrong number of arguments.`,
 		Version: version.Print("diskcanary"),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newServeCmd(), newCheckCmd(), newIostatCmd(), newSmartCmd(), newVersionCmd(), newManCmd())
+	root.AddCommand(newServeCmd(), newCheckCmd(), newIostatCmd(), newTopCmd(), newSmartCmd(), newVersionCmd(), newManCmd())
 	registerCompletions(root)
 	usageErrorsEverywhere(root)
 	return root

@@ -20,13 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/cobra"
 
 	"github.com/diskcanary/diskcanary/collector"
+	"github.com/diskcanary/diskcanary/internal/cgroupio"
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
 	"github.com/diskcanary/diskcanary/probes"
@@ -49,6 +49,7 @@ type serveFlags struct {
 	maxProcs      int
 	paths         hostpath.Paths
 	probeDirs     []string
+	contention    collector.ContentionConfig
 	enable        map[string]*bool
 	disable       map[string]*bool
 }
@@ -89,6 +90,11 @@ a hung disk shows up as diskcanary_probe_stalled=1 and never blocks /metrics.`,
 			"At 1, the daemon's own scrapes cannot crowd its probes' threads off the CPUs (docs/measuring.md, \"Normal priority, one thread per probe\")")
 	fl.StringVar(&f.deviceInclude, "collector.diskstats.device-include", "", "regex of kernel device names to export (replaces the config's filter)")
 	fl.StringVar(&f.deviceExclude, "collector.diskstats.device-exclude", "", "regex of kernel device names to leave out (replaces the config's filter)")
+	fl.DurationVar(&f.contention.Interval, "collector.contention.interval", collector.DefaultContentionInterval, "time between two passes of the contention collector over the cgroup tree")
+	fl.IntVar(&f.contention.Top, "collector.contention.top", cgroupio.DefaultTop, "cgroups named per device by recent I/O; the rest are summed as workload=\"other\"")
+	fl.IntVar(&f.contention.MaxCgroups, "collector.contention.max-cgroups", cgroupio.DefaultMaxCgroups, "most cgroups one contention pass visits (diskcanary_contention_truncated says when it stopped there)")
+	fl.DurationVar(&f.contention.Budget, "collector.contention.budget", cgroupio.DefaultBudget, "longest one contention pass may take")
+	fl.StringVar(&f.contention.Root, "collector.contention.root", "", "cgroup hierarchy to read (a v1 blkio or a v2 mountpoint); empty finds it under --path.sysfs's fs/cgroup")
 	f.paths.AddFlags(fl)
 	for _, p := range collector.Collectors {
 		f.enable[p.Name] = fl.Bool("collector."+p.Name, p.EnabledDefault,
@@ -171,6 +177,9 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.checkWebFlags(); err != nil {
 		return &exitError{exitUsage, err}
 	}
+	if err := checkContentionFlags(f.contention); err != nil {
+		return &exitError{exitUsage, err}
+	}
 	logger, err := f.logger()
 	if err != nil {
 		return &exitError{exitUsage, err}
@@ -213,7 +222,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	}
 	logger.Info("starting diskcanary", "version", version.Info(), "build_context", version.BuildContext(),
 		"gomaxprocs", runtime.GOMAXPROCS(0))
-	col, err := collector.New(collector.Options{Config: c, Paths: f.paths, Logger: logger}, enabled)
+	col, err := collector.New(collector.Options{Config: c, Paths: f.paths, Logger: logger, Contention: f.contention}, enabled)
 	if err != nil {
 		return err
 	}
@@ -230,22 +239,17 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(col,
-		versioncollector.NewCollector("diskcanary"),
+	base := prometheus.NewRegistry()
+	base.MustRegister(versioncollector.NewCollector("diskcanary"),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 
 	mux := http.NewServeMux()
-	mux.Handle(f.telemetryPath, quietClientErrors(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError,
-		// Scrapes only read memory; this bounds a scrape storm, not slow
-		// disks. 100 leaves room for many Prometheus replicas and ad-hoc
-		// curls (go run ./bench scrape-load runs 50 at once without a 503). A client
-		// that never reads holds its slot until --web.write-timeout.
-		MaxRequestsInFlight: f.maxRequests,
-	}), logger))
+	// 100 parallel scrapes leave room for many Prometheus replicas and
+	// ad-hoc curls (go run ./bench scrape-load runs 50 at once without a
+	// 503). A client that never reads holds its slot until
+	// --web.write-timeout.
+	mux.Handle(f.telemetryPath, quietClientErrors(newMetricsHandler(base, col, f.maxRequests, logger), logger))
 	if f.telemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "diskcanary",
@@ -385,6 +389,23 @@ func (f *serveFlags) checkWebFlags() error {
 	}
 	if f.writeTimeout <= 0 {
 		return fmt.Errorf("--web.write-timeout %v: must be positive", f.writeTimeout)
+	}
+	return nil
+}
+
+// checkContentionFlags refuses contention settings that cannot work: a
+// pass needs time to run, and a budget past the interval would let passes
+// queue behind each other.
+func checkContentionFlags(c collector.ContentionConfig) error {
+	switch {
+	case c.Interval < time.Second:
+		return fmt.Errorf("--collector.contention.interval %v: must be at least 1s", c.Interval)
+	case c.Top < 1 || c.Top > 1000:
+		return fmt.Errorf("--collector.contention.top %d: must be 1 to 1000 (each named cgroup is a series per device)", c.Top)
+	case c.MaxCgroups < 1:
+		return fmt.Errorf("--collector.contention.max-cgroups %d: must be at least 1", c.MaxCgroups)
+	case c.Budget <= 0 || c.Budget > c.Interval:
+		return fmt.Errorf("--collector.contention.budget %v: must be positive and at most --collector.contention.interval (%v)", c.Budget, c.Interval)
 	}
 	return nil
 }

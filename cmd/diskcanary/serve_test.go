@@ -51,7 +51,7 @@ func TestCollectorFlags(t *testing.T) {
 // serve --help offers one --collector.NAME and one --no-collector.NAME per
 // part of collector.Collectors, with the part's default, and no others.
 func TestServeHelpListsTheCollectors(t *testing.T) {
-	want := map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true}
+	want := map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "contention": true, "pressure": true}
 	table := map[string]bool{}
 	for _, p := range collector.Collectors {
 		table[p.Name] = p.EnabledDefault
@@ -74,7 +74,7 @@ func TestServeHelpListsTheCollectors(t *testing.T) {
 		}
 	}
 	require.Equal(t, want, on, out)
-	require.Equal(t, map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "pressure": true}, off, out)
+	require.Equal(t, map[string]bool{"probes": true, "diskstats": true, "smart": true, "blocklatency": true, "errors": true, "contention": true, "pressure": true}, off, out)
 }
 
 func TestBadLogLevel(t *testing.T) {

@@ -4,8 +4,9 @@
 #
 #   deploy/image/build.sh VERSION          e.g. deploy/image/build.sh 0.1.0
 #
-# The image is FROM scratch (deploy/image/Containerfile): the static binary
-# of deploy/build.sh, /usr/sbin/smartctl of the smartmontools package with
+# The image is FROM scratch (deploy/image/Containerfile): the static binaries
+# of deploy/build.sh (diskcanary, and diskcanary-plot, which draws a
+# capacity sweep's curve), /usr/sbin/smartctl of the smartmontools package with
 # its drive database and each shared library ldd lists (merged /usr, as
 # Debian lays it out), and the copyright files of those packages. Its labels
 # name the Debian package versions inside. File times and the image's
@@ -50,6 +51,8 @@ SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || 
 export SOURCE_DATE_EPOCH
 VERSION=$VERSION BUILD_DATE=${BUILD_DATE:-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y%m%d-%H:%M:%S)} \
 	BUILD_USER=${BUILD_USER:-deploy/image} ./deploy/build.sh "$root/usr/bin/diskcanary"
+VERSION=$VERSION BUILD_DATE=${BUILD_DATE:-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y%m%d-%H:%M:%S)} \
+	BUILD_USER=${BUILD_USER:-deploy/image} ./deploy/build.sh "$root/usr/bin/diskcanary-plot" diskcanary-plot
 
 # The files, each under /usr (a path ldd prints under /lib is the same file
 # there on a merged-/usr Debian), and the package that owns each.

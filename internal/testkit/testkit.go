@@ -165,7 +165,8 @@ func DevNumbers(tb TB, dev string) string {
 
 const blkioRoot = "/sys/fs/cgroup/blkio"
 
-// Throttle is a cgroup-v1 blkio group that limits one block device.
+// Throttle is a cgroup-v1 blkio group: one that limits a block device
+// (NewThrottle, NewReadThrottle) or one without limits (NewBlkioGroup).
 type Throttle struct{ Path string }
 
 // NewThrottle makes a blkio cgroup that limits dev to writeIOPS writes per
@@ -185,11 +186,24 @@ func NewReadThrottle(tb TB, dev string, readIOPS int) *Throttle {
 
 func newThrottle(tb TB, dev, knob string, iops int) *Throttle {
 	tb.Helper()
-	RequireRoot(tb)
-	if _, err := os.Stat(filepath.Join(blkioRoot, knob)); err != nil {
-		tb.Skip("skipping: no cgroup-v1 blkio throttle at " + blkioRoot)
+	t := NewBlkioGroup(tb, filepath.Base(dev))
+	rule := fmt.Sprintf("%s %d", DevNumbers(tb, dev), iops)
+	if err := os.WriteFile(filepath.Join(t.Path, knob), []byte(rule), 0o644); err != nil {
+		tb.Fatalf("blkio throttle %q: %v", rule, err)
 	}
-	path := filepath.Join(blkioRoot, fmt.Sprintf("diskcanary-test-%d-%s", os.Getpid(), filepath.Base(dev)))
+	return t
+}
+
+// NewBlkioGroup makes a cgroup-v1 blkio group without limits,
+// diskcanary-test-PID-NAME, and removes it at cleanup. It skips when the
+// blkio controller is not mounted.
+func NewBlkioGroup(tb TB, name string) *Throttle {
+	tb.Helper()
+	RequireRoot(tb)
+	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.io_service_bytes")); err != nil {
+		tb.Skip("skipping: no cgroup-v1 blkio controller at " + blkioRoot)
+	}
+	path := filepath.Join(blkioRoot, fmt.Sprintf("diskcanary-test-%d-%s", os.Getpid(), name))
 	if err := os.Mkdir(path, 0o755); err != nil {
 		tb.Fatal(err)
 	}
@@ -203,11 +217,18 @@ func newThrottle(tb TB, dev, knob string, iops int) *Throttle {
 		}
 		_ = os.Remove(path)
 	})
-	rule := fmt.Sprintf("%s %d", DevNumbers(tb, dev), iops)
-	if err := os.WriteFile(filepath.Join(path, knob), []byte(rule), 0o644); err != nil {
-		tb.Fatalf("blkio throttle %q: %v", rule, err)
-	}
 	return &Throttle{Path: path}
+}
+
+// ActivateBlkioAccounting makes cgroup v1 count dev's I/O per cgroup: the
+// kernel does so only once blk-throttle is active on the device, and
+// setting a rule of 0 (no limit) on the root group activates it.
+func ActivateBlkioAccounting(tb TB, dev string) {
+	tb.Helper()
+	rule := DevNumbers(tb, dev) + " 0"
+	if err := os.WriteFile(filepath.Join(blkioRoot, "blkio.throttle.read_bps_device"), []byte(rule), 0o644); err != nil {
+		tb.Fatalf("blkio: activate accounting on %s (%q): %v", dev, rule, err)
+	}
 }
 
 // Add moves the running process pid into the throttled group.

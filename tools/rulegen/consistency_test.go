@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,6 +204,39 @@ var notLiveHere = map[string]string{
 	"diskcanary_disk_scsi_io_timeouts_total": "as diskcanary_disk_scsi_io_errors_total",
 }
 
+// cgroupIOSeries appear once a cgroup did I/O on a device the kernel
+// accounts per cgroup.
+var cgroupIOSeries = []string{"diskcanary_cgroup_io_bytes_total", "diskcanary_cgroup_io_ops_total"}
+
+// provokeCgroupIO makes the test's own cgroup write to a loop device's
+// filesystem that cgroup v1 blkio accounts (blk-throttle activated with a
+// no-limit rule); cgroup v2 accounts every device. It reports false
+// without root.
+func provokeCgroupIO(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	mnt, dev := testkit.LoopFSIn(t, "/dev/shm", 64<<20, "ext4")
+	if _, err := os.Stat("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device"); err == nil {
+		testkit.ActivateBlkioAccounting(t, dev)
+	}
+	f, err := os.OpenFile(filepath.Join(mnt, "io"), os.O_CREATE|os.O_WRONLY|syscall.O_DIRECT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf, err := syscall.Mmap(-1, 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE) // page-aligned for O_DIRECT
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Munmap(buf) }()
+	if _, err := f.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
 // kernelLogSeries appear only after the kernel logs a storage error, and
 // only to a daemon that may read /dev/kmsg (root here, CAP_SYSLOG).
 var kernelLogSeries = []string{"diskcanary_disk_errors_total", "diskcanary_filesystem_errors_total"}
@@ -278,6 +312,13 @@ smart:
 		"diskcanary_smart_selftest_last_result", "diskcanary_smart_temperature_max_operating_celsius",
 		"diskcanary_smart_command_timeouts_total", "diskcanary_smart_offline_uncorrectable_sectors"}
 	want = append(want, wantKernel...)
+	if provokeCgroupIO(t) {
+		want = append(want, cgroupIOSeries...)
+	} else {
+		for _, n := range cgroupIOSeries {
+			notLive[n] = "needs root on cgroup v1: the kernel counts a device per cgroup only once blk-throttle is active on it, and the test activates it on a loop device"
+		}
+	}
 	var fams map[string]*dto.MetricFamily
 	deadline := time.Now().Add(60 * time.Second)
 	for {

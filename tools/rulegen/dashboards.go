@@ -565,6 +565,32 @@ func fleetDashboard(p Params) *board {
 	return d
 }
 
+// contentionTimeseries is "who was doing I/O on this disk", beside the
+// probe latency over the same window: each workload's bytes per second
+// from the contention collector's per-cgroup counters.
+func (d *board) contentionTimeseries(dd, noDisk string) *timeseries.PanelBuilder {
+	w := latencyWindow
+	return d.timeseries(fmt.Sprintf("Who was doing I/O on this disk (bytes/s by workload, %s)", promDuration(w)),
+		fmt.Sprintf("Bytes per second each workload read, wrote and discarded on this disk over %s, the latency panels' window, from the kernel's cgroup I/O accounting: the top cgroups per disk by name (Kubernetes pod/container, systemd unit, or the cgroup path), diskcanary's own probes as diskcanary, the rest as other. A workload that rises with the p99 beside it is the first suspect.%s%s", promDuration(w), contentionEmpty, noDisk), "Bps",
+		q(fmt.Sprintf("sort_desc(%s%s)", ruleWorkloadBytes(w), dd), "{{workload}}")).Span(12).Height(7)
+}
+
+// contentionTable ranks the workloads on the disk now.
+func (d *board) contentionTable(dd, noDisk string) *table.PanelBuilder {
+	w := latencyWindow
+	return d.table(fmt.Sprintf("Who was doing I/O on this disk: the ranking (%s)", promDuration(w)),
+		fmt.Sprintf("The workloads on this disk over the last %s, busiest first: bytes and operations per second and their share of the bytes every cgroup moved on it (diskcanary's own probes and other included in the share, left out of the %s ranking rule).%s%s", promDuration(w), ruleWorkloadTop(w), contentionEmpty, noDisk),
+		[]column{col("workload", "Workload", ""), col("cgroup", "Cgroup", ""),
+			col("Value #A", "Bytes/s", "Bps"), col("Value #B", "Operations/s", "iops"), col("Value #C", "Share of the disk", "percentunit"),
+			hide("job"), hide("instance"), hide("device"), hide(d.p.ClusterLabel)},
+		q(fmt.Sprintf("sort_desc(%s%s)", ruleWorkloadBytes(w), dd), ""),
+		q(fmt.Sprintf("%s%s", ruleWorkloadOps(w), dd), ""),
+		q(fmt.Sprintf("%s%s", ruleWorkloadShare(w), dd), "")).Span(12).Height(7)
+}
+
+// contentionEmpty says when the contention panels are empty.
+const contentionEmpty = " Empty with the contention collector off, on a kernel without cgroup I/O accounting, and on cgroup v1 for a disk blk-throttle is not active on (docs/metrics.md)."
+
 // withDisk joins the physical disk under each series' device (the first,
 // when a dm or md device spans several; the device itself where
 // diskcanary_disk_parent_info has none), so a row can say, and link to,
@@ -678,6 +704,7 @@ func nodeDashboard(p Params) *board {
 	d.add(withLines(d.timeseries("Probe targets on this disk: fdatasync p99 (15m)",
 		fmt.Sprintf("Every WAL probe target whose device sits on the chosen disk (a partition, or a dm/md device over it), whatever the probe variable says. The dashed line is %s.%s", human(p.FdatasyncSlow), noDisk), "s",
 		q(onDisk(fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "15m"), ii)), "{{probe}} {{path}} ({{device}})")), at(p.FdatasyncSlow.Seconds(), "red")).Span(12).Height(7))
+	d.add(d.contentionTimeseries(dd, noDisk))
 	d.add(d.timeseries("Probe failures by reason",
 		"Failed probe cycles by reason (diskcanary_probe_failures_total): low_space, eio, timeout... Empty while every cycle succeeds.", "none",
 		q(fmt.Sprintf(`sum by (probe, reason) (increase(diskcanary_probe_failures_total%s[$__rate_interval]))`, ti), "{{probe}} {{reason}}")).Span(12).Height(7))
@@ -688,6 +715,7 @@ func nodeDashboard(p Params) *board {
 		"How often each probe completed a cycle, and failed one. A probe that stops running is a stall or a dead daemon.", "none",
 		q(fmt.Sprintf(`rate(diskcanary_probe_runs_total%s[$__rate_interval]) * 60`, ti), "runs {{probe}}"),
 		q(fmt.Sprintf(`sum by (probe) (rate(diskcanary_probe_failures_total%s[$__rate_interval])) * 60`, ti), "failures {{probe}}")).Span(12).Height(7))
+	d.add(d.contentionTable(dd, noDisk))
 
 	d.row("Whose fault: the probe beside its device (15m)")
 	for _, a := range attributedOps {

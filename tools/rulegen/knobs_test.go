@@ -19,9 +19,9 @@ func TestRuleTemplateHoldsEveryKnob(t *testing.T) {
 	text := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	got := text(tmpl)
 	for placeholder, count := range map[string]int{
-		"[[grafanaURL]]": 40, "[[jobSelector]]": 1,
-		"[[fdatasyncSlowSeconds]]": 22, "[[fdatasyncSlowSeconds.human]]": 2,
-		"[[readSlowSeconds]]": 6, "[[readSlowSeconds.human]]": 2,
+		"[[grafanaURL]]": 41, "[[jobSelector]]": 1,
+		"[[fdatasyncSlowSeconds]]": 23, "[[fdatasyncSlowSeconds.human]]": 2,
+		"[[readSlowSeconds]]": 7, "[[readSlowSeconds.human]]": 2,
 		"[[smartTemperatureCelsius]]": 2,
 		"[[wearWarningRatio]]":        1, "[[wearWarningRatio.percent]]": 2,
 		"[[wearCriticalRatio]]": 1, "[[wearCriticalRatio.percent]]": 2,

@@ -207,6 +207,7 @@ func promtoolFiles(p Params) []promtoolFile {
 		{"probes.yml", "1m", probeCases()},
 		{"recording.yml", "1m", recordingCases(p.IostatWindow)},
 		{"attribution.yml", "1m", attributionCases()},
+		{"contention.yml", "1m", contentionCases()},
 		{"smart.yml", "1m", smartCases()},
 		// The wear-out forecast needs a month of history: hourly inputs
 		// and evaluations (the alert reads the raw series, aligned with
