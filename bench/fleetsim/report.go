@@ -45,6 +45,8 @@ type result struct {
 	EvalFailures   float64            `json:"rule_evaluation_failures"`
 	Groups         []groupStat        `json:"groups"`
 	TopRules       []ruleStat         `json:"top_rules"`
+	Rules          []ruleStat         `json:"rules"`           // every rule, slowest first
+	RecordedSeries map[string]float64 `json:"recorded_series"` // series per recording rule
 	Alerts         map[string]float64 `json:"alerts"`
 }
 
@@ -172,7 +174,12 @@ func reportMain(args []string) error {
 		}
 	}
 	slices.SortFunc(r.TopRules, func(a, b ruleStat) int { return cmpDesc(a.Seconds, b.Seconds) })
+	r.Rules = r.TopRules
 	r.TopRules = r.TopRules[:min(10, len(r.TopRules))]
+	r.RecordedSeries = map[string]float64{}
+	for _, s := range q.vector(`count by (__name__) ({__name__=~".+:.+"})`) {
+		r.RecordedSeries[string(s.Metric["__name__"])] = float64(s.Value)
+	}
 	for _, g := range groups {
 		r.Groups = append(r.Groups, *g)
 	}

@@ -111,6 +111,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 	}
 
 	p := Defaults()
+	p.Interval15m, p.Interval1h = 0, 0 // every group at the 1 s evaluation interval
 	p.EtcdWindow = 20 * time.Second
 	p.EtcdDegradedFor = 5 * time.Second
 	p.MinIncidentSamples = 20
