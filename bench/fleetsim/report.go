@@ -53,6 +53,7 @@ type result struct {
 type groupStat struct {
 	Name       string  `json:"name"`
 	Rules      int     `json:"rules"`
+	Interval   float64 `json:"interval_seconds"` // its own evaluation interval; 0 in older results: the global one
 	Median     float64 `json:"median_seconds"`
 	Max        float64 `json:"max_seconds"`
 	MaxRun     float64 `json:"max_run_seconds"` // over the whole run, warm-up included
@@ -164,6 +165,9 @@ func reportMain(args []string) error {
 		return fmt.Errorf("report: /api/v1/rules: %w", err)
 	}
 	for _, g := range rules.Groups {
+		if gs := groups[g.Name]; gs != nil {
+			gs.Interval = g.Interval
+		}
 		for _, rule := range g.Rules {
 			switch x := rule.(type) {
 			case v1.RecordingRule:
