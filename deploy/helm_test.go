@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -444,4 +445,27 @@ service: {port: 9800}
 		m := decodeChart(t, values)
 		require.Contains(t, checkDaemonSetArgs(t, bin, m.daemonSet), want, values)
 	}
+}
+
+// TestHelmRuleLayers: prometheusRule.layer renders the per-cluster or the
+// global rule file's groups (deploy/sharded), and the sharded values
+// example is the per-cluster layer.
+func TestHelmRuleLayers(t *testing.T) {
+	files, err := rulegen.Files(rulegen.Defaults())
+	require.NoError(t, err)
+	example, err := os.ReadFile("sharded/values-cluster.yaml")
+	require.NoError(t, err)
+	for _, c := range []struct{ values, file string }{
+		{string(example), rulegen.ClusterRulesPath},
+		{"prometheusRule: {layer: global}", rulegen.GlobalRulesPath},
+	} {
+		var want struct {
+			Groups []ruleGroup `json:"groups"`
+		}
+		require.NoError(t, decodeStrict(files[c.file], &want))
+		require.NotEmpty(t, want.Groups)
+		require.Equal(t, want.Groups, decodeChart(t, c.values).rule.Spec.Groups, c.values)
+	}
+	_, err = renderChart("prometheusRule: {layer: shard}", false)
+	require.ErrorContains(t, err, "layer")
 }

@@ -110,9 +110,21 @@ type node struct {
 	speed        float64 // this disk against its model's median
 	slow         float64 // > 1: the probes' path is slow (the drift rules' work)
 	devSlow      float64 // > 1: the device itself is (the block layer sees it)
+	busy         bool    // makeBusy: slow probes from load, not a fault
 	tempOffset   float64
 	io           ioProfile
 	uptime       float64 // seconds the daemon has run when the simulation starts
+}
+
+// makeBusy gives the node a disk kept 90 % busy by its own workload (a
+// hundred times the requests), and probes that queue behind them (8×
+// slower), as a loaded healthy disk's do.
+func (n *node) makeBusy() {
+	n.io.reads *= 100
+	n.io.writes *= 100
+	n.io.flushes *= 100
+	n.slow = 8
+	n.busy = true
 }
 
 // op is the block layer's latency for one request kind.
@@ -130,6 +142,9 @@ func (n *node) op(op string) latency {
 }
 
 func (n *node) util() float64 {
+	if n.busy {
+		return 0.9
+	}
 	busy := n.io.reads*n.op("read").mean() + n.io.writes*n.op("write").mean() + n.io.flushes*n.op("flush").mean()
 	return math.Min(0.95, busy*0.8)
 }

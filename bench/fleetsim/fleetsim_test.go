@@ -189,3 +189,21 @@ func TestFitAndCapacity(t *testing.T) {
 		}
 	}
 }
+
+// The slowest group is the one whose worst evaluation takes the largest
+// share of its own interval: 10 s of 120 s is less than 5 s of the global 30 s.
+func TestSlowestByShareOfInterval(t *testing.T) {
+	r := result{EvalInterval: 30, Groups: []groupStat{
+		{Name: "hour", Max: 10, Interval: 120},
+		{Name: "fast", Max: 5},
+		{Name: "minute", Max: 9, Interval: 60},
+	}}
+	if got := slowest(r).Name; got != "fast" {
+		t.Errorf("slowest %s, want fast (5 s of 30 s)", got)
+	}
+	var w strings.Builder
+	writeCapacity(&w, []result{{Nodes: 1000, EvalInterval: 30, RSS: 2000 << 20, Groups: r.Groups}})
+	if !strings.Contains(w.String(), "≈ 0 µs + 5.0 ms × N") {
+		t.Errorf("capacity text:\n%s", w.String())
+	}
+}

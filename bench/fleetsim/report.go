@@ -45,12 +45,15 @@ type result struct {
 	EvalFailures   float64            `json:"rule_evaluation_failures"`
 	Groups         []groupStat        `json:"groups"`
 	TopRules       []ruleStat         `json:"top_rules"`
+	Rules          []ruleStat         `json:"rules"`           // every rule, slowest first
+	RecordedSeries map[string]float64 `json:"recorded_series"` // series per recording rule
 	Alerts         map[string]float64 `json:"alerts"`
 }
 
 type groupStat struct {
 	Name       string  `json:"name"`
 	Rules      int     `json:"rules"`
+	Interval   float64 `json:"interval_seconds"` // its own evaluation interval; 0 in older results: the global one
 	Median     float64 `json:"median_seconds"`
 	Max        float64 `json:"max_seconds"`
 	MaxRun     float64 `json:"max_run_seconds"` // over the whole run, warm-up included
@@ -162,6 +165,9 @@ func reportMain(args []string) error {
 		return fmt.Errorf("report: /api/v1/rules: %w", err)
 	}
 	for _, g := range rules.Groups {
+		if gs := groups[g.Name]; gs != nil {
+			gs.Interval = g.Interval
+		}
 		for _, rule := range g.Rules {
 			switch x := rule.(type) {
 			case v1.RecordingRule:
@@ -172,7 +178,12 @@ func reportMain(args []string) error {
 		}
 	}
 	slices.SortFunc(r.TopRules, func(a, b ruleStat) int { return cmpDesc(a.Seconds, b.Seconds) })
+	r.Rules = r.TopRules
 	r.TopRules = r.TopRules[:min(10, len(r.TopRules))]
+	r.RecordedSeries = map[string]float64{}
+	for _, s := range q.vector(`count by (__name__) ({__name__=~".+:.+"})`) {
+		r.RecordedSeries[string(s.Metric["__name__"])] = float64(s.Value)
+	}
 	for _, g := range groups {
 		r.Groups = append(r.Groups, *g)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,8 @@ func serveMain(args []string) error {
 	self := fs.String("self", "127.0.0.1:19741", "address of the simulator's own /metrics")
 	sd := fs.String("sd", "", "directory for the file_sd target files diskcanary.json and etcd.json (required)")
 	seed := fs.Uint64("seed", 1, "random seed")
+	probeInterval := fs.Duration("probe-interval", 0, "every probe's cycle (default: the daemon's), for a short run that needs the samples of a long one")
+	busy := fs.String("busy-nodes", "", "comma-separated node indices whose disks are busy (util near 1) and whose probes are slow from that load: healthy, not drifting")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,7 +54,7 @@ func serveMain(args []string) error {
 	if *nodes < 1 || *nodes > 250*250 || *perCluster < 1 {
 		return fmt.Errorf("serve: -nodes must be 1..62500 and -nodes-per-cluster positive")
 	}
-	dtpl, err := loadTemplate(*daemonTpl, templateOptions{path: *path})
+	dtpl, err := loadTemplate(*daemonTpl, templateOptions{path: *path, probeInterval: probeInterval.Seconds()})
 	if err != nil {
 		return err
 	}
@@ -73,6 +76,15 @@ func serveMain(args []string) error {
 	}
 
 	fleet := newNodes(fleetOptions{nodes: *nodes, perCluster: *perCluster, slowShare: *slow, seed: *seed, models: defaultModels})
+	if *busy != "" {
+		for _, f := range strings.Split(*busy, ",") {
+			i, err := strconv.Atoi(f)
+			if err != nil || i < 0 || i >= len(fleet) {
+				return fmt.Errorf("serve: -busy-nodes: %q is not a node index (0..%d)", f, len(fleet)-1)
+			}
+			fleet[i].makeBusy()
+		}
+	}
 	now := float64(time.Now().UnixNano()) / 1e9
 	targets := map[string]*target{} // local address → target
 	var dsd, esd []sdGroup
@@ -198,7 +210,7 @@ func podSuffix(r *rand.Rand) string {
 func countSlow(nodes []*node) int {
 	c := 0
 	for _, n := range nodes {
-		if n.slow > 1 {
+		if n.slow > 1 && !n.busy {
 			c++
 		}
 	}

@@ -65,18 +65,18 @@ func writeTables(w io.Writer, rs []result) {
 	}
 
 	fmt.Fprintln(w)
-	fmt.Fprint(w, "| rule group | rules |")
+	fmt.Fprint(w, "| rule group | rules | interval |")
 	for _, r := range rs {
 		fmt.Fprintf(w, " %d nodes: median / max |", r.Nodes)
 	}
-	fmt.Fprint(w, "\n|---|---:|")
+	fmt.Fprint(w, "\n|---|---:|---:|")
 	for range rs {
 		fmt.Fprint(w, "---|")
 	}
 	fmt.Fprintln(w)
 	last := rs[len(rs)-1]
 	for _, g := range last.Groups {
-		fmt.Fprintf(w, "| %s | %d |", g.Name, g.Rules)
+		fmt.Fprintf(w, "| %s | %d | %s |", g.Name, g.Rules, secs(g.every(last)))
 		for _, r := range rs {
 			for _, h := range r.Groups {
 				if h.Name == g.Name {
@@ -115,7 +115,8 @@ func writeCapacity(w io.Writer, rs []result) {
 	var ns, evals, rss []float64
 	for _, r := range rs {
 		ns = append(ns, float64(r.Nodes))
-		evals = append(evals, slowest(r).Max)
+		slow := slowest(r)
+		evals = append(evals, slow.Max*r.EvalInterval/slow.every(r))
 		rss = append(rss, r.RSS)
 	}
 	interval := rs[0].EvalInterval
@@ -125,7 +126,7 @@ func writeCapacity(w io.Writer, rs []result) {
 	if len(rs) > 1 {
 		fit = fmt.Sprintf("linear fit over %s nodes", joinNodes(rs))
 	}
-	fmt.Fprintf(w, "Capacity (%s): the slowest group's worst evaluation ≈ %s + %s × N; RSS ≈ %s + %s × N.\n",
+	fmt.Fprintf(w, "Capacity (%s): the slowest group's worst evaluation (scaled to the global interval where its own is longer) ≈ %s + %s × N; RSS ≈ %s + %s × N.\n",
 		fit, dur(ea), dur(eb), mib(ra), size(rb))
 	if eb <= 0 {
 		fmt.Fprintln(w, "Evaluation time does not grow with N in these runs: run a larger N.")
@@ -141,14 +142,24 @@ func writeCapacity(w io.Writer, rs []result) {
 	}
 }
 
+// slowest is the group whose worst evaluation takes the largest share of
+// its own interval.
 func slowest(r result) groupStat {
 	var s groupStat
 	for _, g := range r.Groups {
-		if g.Max > s.Max {
+		if s.Name == "" || g.Max/g.every(r) > s.Max/s.every(r) {
 			s = g
 		}
 	}
 	return s
+}
+
+// every is the group's evaluation interval: its own, else the global one.
+func (g groupStat) every(r result) float64 {
+	if g.Interval > 0 {
+		return g.Interval
+	}
+	return r.EvalInterval
 }
 
 // fit: least squares a + b×x; one point: through the origin.

@@ -108,8 +108,9 @@ func (s *series) labelsFor(n *node) []labelPair {
 }
 
 type templateOptions struct {
-	path      string          // the probes' path label on every node
-	keepNames map[string]bool // if set, only these families (etcd: the ones the rules read)
+	path          string          // the probes' path label on every node
+	keepNames     map[string]bool // if set, only these families (etcd: the ones the rules read)
+	probeInterval float64         // if set, every probe's cycle, seconds (else the daemon's defaults)
 }
 
 func loadTemplate(file string, opt templateOptions) (*template, error) {
@@ -146,7 +147,11 @@ func parseTemplate(r io.Reader, opt templateOptions) (*template, error) {
 		for _, m := range mf.GetMetric() {
 			devices[label(m, "device")] = true
 			t.kinds[label(m, "probe")] = label(m, "kind")
-			t.probes[label(m, "probe")] = cycleFor(label(m, "kind"))
+			c := cycleFor(label(m, "kind"))
+			if opt.probeInterval > 0 {
+				c.interval = opt.probeInterval
+			}
+			t.probes[label(m, "probe")] = c
 		}
 		for _, m := range mfs["diskcanary_disk_parent_info"].GetMetric() {
 			if devices[label(m, "device")] {

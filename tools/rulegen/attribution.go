@@ -39,6 +39,9 @@ type attributed struct {
 	slow   func(Params) time.Duration
 }
 
+// requestOps are the block requests the attributed ops are made of.
+var requestOps = []string{"flush", "write", "read"}
+
 var attributedOps = []attributed{
 	{"fdatasync", "flush|write", [][2]string{
 		{"diskcanary_disk_flush_requests_time_seconds_total", "diskcanary_disk_flush_requests_total"},
@@ -57,19 +60,20 @@ var attributedOps = []attributed{
 // collector, eBPF); without it, diskstats' mean await, a weaker witness
 // (a mean hides a tail), labelled source="diskstats".
 func attributionRecording(p Params) Group {
-	g := Group{Name: "diskcanary.attribution.recording"}
+	g := Group{Name: "diskcanary.attribution.recording", Interval: interval(p.Interval15m)}
 	t := p.target()
 	// The kernel times requests per whole disk (a partition's and a
 	// device-mapper device's requests reach the disk under them); NaN
-	// (no request in the window) is dropped, not compared.
+	// (no request in the window) is dropped, not compared. Only the ops a
+	// probe's requests are: discards make no probe slow.
 	g.Rules = append(g.Rules, Rule{
 		Record: ruleDiskRequestP99,
-		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket[15m]))) >= 0", p.instanceLabels()),
+		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket{op=~%q}[15m]))) >= 0", p.instanceLabels(), strings.Join(requestOps, "|")),
 	})
 	// A probe's device: a disk is its own; a partition or dm/md device
 	// takes the slowest disk under it (diskcanary_disk_parent_info). One
 	// rule per op keeps the join one-to-many.
-	for _, op := range []string{"flush", "write", "read"} {
+	for _, op := range requestOps {
 		g.Rules = append(g.Rules, Rule{
 			Record: ruleDeviceRequestP99,
 			Labels: map[string]string{"op": op},

@@ -26,6 +26,9 @@ const (
 	// ChartFilesDir holds the rule file and dashboards the Helm chart's
 	// templates include with .Files.Get / .Files.Glob.
 	ChartFilesDir = "deploy/helm/diskcanary/files"
+	// ChartLayersPath names the global layer's groups (layers.go) for the
+	// chart's prometheusRule.layer.
+	ChartLayersPath = ChartFilesDir + "/diskcanary-layers.yml"
 	// MixinGeneratedDir holds the rules as JSON and the dashboards, which
 	// mixin/mixin.libsonnet imports (JSON is jsonnet, in every jsonnet
 	// version; std.parseYaml is not).
@@ -81,6 +84,10 @@ func addCopies(files map[string][]byte, p Params) error {
 	rules = append([]byte(templateHeader), rules[len(header):]...)
 	copies := map[string][]byte{
 		path.Join(ChartFilesDir, path.Base(RulesPath)): rules,
+	}
+	// The chart's prometheusRule.layer picks groups by this list.
+	if copies[ChartLayersPath], err = marshalYAML(map[string][]string{"global": globalGroups(p)}); err != nil {
+		return err
 	}
 	var doc any
 	if err := yaml.Unmarshal(rules, &doc); err != nil {

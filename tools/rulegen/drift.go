@@ -2,6 +2,7 @@ package rulegen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -31,10 +32,17 @@ const (
 	cohortGrouping  = "cohort, probe"
 )
 
-func cohortRecording(p Params) Group {
+// driftOps are the probe ops the drift alerts watch: the write() lands
+// in the page cache; fdatasync is the disk.
+var driftOps = []string{"fdatasync", "read"}
+
+// cohortTargetRecording is each target's side of the cohort rules, from its
+// own node's series: its cohort and how busy its disk was. A per-cluster
+// Prometheus records it; cohortRecording, across clusters, reads it.
+func cohortTargetRecording(p Params) Group {
 	t := p.target()
 	c := p.CohortLabel
-	g := Group{Name: "diskcanary.cohort.recording"}
+	g := Group{Name: "diskcanary.cohort.target", Interval: interval(p.Interval15m)}
 	// A disk's model: diskstats' diskcanary_disk_info, else SMART's.
 	g.Rules = append(g.Rules, Rule{
 		Record: ruleDiskModel,
@@ -82,8 +90,8 @@ max by (%[1]s, cohort) (
   )
 )`, t, c, c, p.instanceLabels(), ruleDeviceModel),
 	})
-	// How busy each target's disk was over the cohort window, and the
-	// cohort's median: a busy healthy disk has a higher p99 than its idle
+	// How busy each target's disk was over the cohort window (the
+	// cohort's median is cohortRecording's): a busy healthy disk has a higher p99 than its idle
 	// peers (Perseus, FAST '23), so fleet drift leaves out a target whose
 	// disk is much busier than its cohort's.
 	g.Rules = append(g.Rules,
@@ -94,26 +102,36 @@ max by (%[1]s, cohort) (
   * on (%[2]s, device) group_left ()
   %[3]s
 )`, t, p.instanceLabels(), p.deviceUtilization("15m")),
-		},
-		Rule{
-			Record: ruleCohortBusy,
-			Expr:   fmt.Sprintf("quantile by (%s) (0.5, %s * on (%s) group_left (cohort) %s)", cohortGrouping, ruleTargetBusy, t, ruleCohortInfo),
 		})
-	for _, op := range latencyOps {
+	return g
+}
+
+// cohortRecording compares targets across the fleet: each cohort's median
+// p99 and busy ratio. It reads only recorded series of
+// cohortTargetRecording and probeRecording, so a global ruler can run it
+// over the per-cluster Prometheus servers' remote-written results.
+func cohortRecording(p Params) Group {
+	t := p.target()
+	g := Group{Name: "diskcanary.cohort.recording", Interval: interval(p.Interval15m)}
+	g.Rules = append(g.Rules, Rule{
+		Record: ruleCohortBusy,
+		Expr:   fmt.Sprintf("quantile by (%s) (0.5, %s * on (%s) group_left (cohort) %s)", cohortGrouping, ruleTargetBusy, t, ruleCohortInfo),
+	})
+	for _, op := range driftOps {
 		g.Rules = append(g.Rules,
 			Rule{
-				Record: cohortTargetRule(op.op),
+				Record: cohortTargetRule(op),
 				Expr: fmt.Sprintf(`(%s and %s >= %d)
 * on (%s) group_left (cohort)
-%s`, quantileRule(op.op, "p99", "15m"), samplesRule(op.op, "15m"), p.MinSamples, t, ruleCohortInfo),
+%s`, quantileRule(op, "p99", "15m"), samplesRule(op, "15m"), p.MinSamples, t, ruleCohortInfo),
 			},
 			Rule{
-				Record: cohortMedianRule(op.op),
-				Expr:   fmt.Sprintf("quantile by (%s) (0.5, %s)", cohortGrouping, cohortTargetRule(op.op)),
+				Record: cohortMedianRule(op),
+				Expr:   fmt.Sprintf("quantile by (%s) (0.5, %s)", cohortGrouping, cohortTargetRule(op)),
 			},
 			Rule{
-				Record: cohortMembersRule(op.op),
-				Expr:   fmt.Sprintf("count by (%s) (%s)", cohortGrouping, cohortTargetRule(op.op)),
+				Record: cohortMembersRule(op),
+				Expr:   fmt.Sprintf("count by (%s) (%s)", cohortGrouping, cohortTargetRule(op)),
 			})
 	}
 	return g
@@ -139,8 +157,8 @@ func driftAlerts(p Params) Group {
 	g := Group{Name: "diskcanary.drift.alerts"}
 	t := p.target()
 	for _, op := range latencyOps {
-		if op.op == "write" {
-			continue // the write() lands in the page cache; fdatasync is the disk
+		if !slices.Contains(driftOps, op.op) {
+			continue
 		}
 		title := strings.ToUpper(op.op[:1]) + op.op[1:]
 		g.Rules = append(g.Rules, p.alert("Diskcanary"+title+"FleetDrift", "warning",
@@ -168,9 +186,16 @@ unless on (%[8]s)
 			op.title+" p99 far above its cohort",
 			fmt.Sprintf("The 15-minute %s p99 of %s is "+valueDuration+", more than %g× the median of its cohort {{ $labels.cohort }} and above %s, while its disk is not much busier than theirs (a disk busier than %g %% and %g× its cohort's median is left out: load, not a fault, raises a p99).", op.title, onTarget, p.DriftFactor, human(p.DriftFloor), p.DriftBusyUtilization*100, p.DriftBusyFactor)))
 	}
-	g = p.linkDashboard(g, dashboardFleet, "job", "cohort") // the target among its peers
+	return p.linkDashboard(g, dashboardFleet, "job", "cohort") // the target among its peers
+}
+
+// selfDriftAlerts compare a target with itself a week ago: per node, so
+// the per-cluster layer's.
+func selfDriftAlerts(p Params) Group {
+	g := Group{Name: "diskcanary.selfdrift.alerts"}
+	t := p.target()
 	for _, op := range latencyOps {
-		if op.op == "write" {
+		if !slices.Contains(driftOps, op.op) {
 			continue
 		}
 		title := strings.ToUpper(op.op[:1]) + op.op[1:]

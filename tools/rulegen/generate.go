@@ -40,6 +40,14 @@ func Files(p Params) (map[string][]byte, error) {
 	if out[PrometheusRulePath], err = marshalYAML(wrapPrometheusRule(ruleFile)); err != nil {
 		return nil, err
 	}
+	cluster, global := Layers(p)
+	if out[ClusterRulesPath], err = marshalYAML(cluster); err != nil {
+		return nil, err
+	}
+	if out[GlobalRulesPath], err = marshalYAML(global); err != nil {
+		return nil, err
+	}
+	out[RemoteWritePath] = []byte(header + remoteWriteHeader + RemoteWrite("http://victoria-metrics:8428/api/v1/write"))
 	dashboards, err := Dashboards(p)
 	if err != nil {
 		return nil, err

@@ -134,7 +134,7 @@ func makeTemplate(p Params) (RuleFile, error) {
 func mapStrings(rf RuleFile, f func(string) string) RuleFile {
 	out := RuleFile{}
 	for _, g := range rf.Groups {
-		ng := Group{Name: g.Name}
+		ng := Group{Name: g.Name, Interval: g.Interval}
 		for _, r := range g.Rules {
 			r.Expr = f(r.Expr)
 			r.Labels = mapValues(r.Labels, f)

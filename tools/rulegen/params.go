@@ -73,6 +73,11 @@ type Params struct {
 	SelfDriftFor    time.Duration
 
 	IostatWindow time.Duration
+	// The evaluation intervals of the groups over 15-minute windows and
+	// over an hour (and last week's hour); 0 leaves a group at the global
+	// evaluation_interval. A window moves little in either, and the alerts
+	// read their results at most an interval old.
+	Interval15m, Interval1h time.Duration
 	// Kernel errors (the errors collector): a storm is ErrorStormCount or
 	// more timeouts, aborts, resets or link losses on one disk within
 	// ErrorStormWindow (one retried command is routine; a run of them
@@ -187,6 +192,8 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
+		Interval15m:               time.Minute,
+		Interval1h:                2 * time.Minute,
 		ErrorStormCount:           3,
 		ErrorStormWindow:          10 * time.Minute,
 		ErrorWindow:               time.Hour,
@@ -233,6 +240,8 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.FdatasyncIncidentFor, "fdatasync.incident-for", p.FdatasyncIncidentFor, "for: of the incident alerts")
 	fs.DurationVar(&p.ReadSlow, "read.slow", p.ReadSlow, "random-read p99 (15 m) warning threshold")
 	fs.DurationVar(&p.ReadSlowFor, "read.slow-for", p.ReadSlowFor, "for: of the read warning")
+	fs.DurationVar(&p.Interval15m, "interval.15m", p.Interval15m, "evaluation interval of the groups over 15-minute windows (0: the global one)")
+	fs.DurationVar(&p.Interval1h, "interval.1h", p.Interval1h, "evaluation interval of the groups over an hour and last week's hour, under the 5 m lookback (0: the global one)")
 	fs.IntVar(&p.MinSamples, "min-samples", p.MinSamples, "samples needed behind a 15 m or 1 h p99")
 	fs.IntVar(&p.MinIncidentSamples, "min-incident-samples", p.MinIncidentSamples, "samples needed behind a 5 m p99 at incident levels")
 	fs.DurationVar(&p.StallFor, "stall-for", p.StallFor, "for: of the stalled-probe page")
@@ -291,6 +300,14 @@ func seconds(d time.Duration) string { return num(d.Seconds()) }
 func num(f float64) string { return fmt.Sprintf("%g", f) }
 
 // promDuration renders a duration the way Prometheus writes it (15m, 1h, 30s).
+// interval is a group's interval field: empty for 0.
+func interval(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return promDuration(d)
+}
+
 func promDuration(d time.Duration) string {
 	switch {
 	case d == 0:

@@ -20,10 +20,13 @@ type RuleFile struct {
 }
 
 // Group is one rule group; rules in a group are evaluated in order, so a
-// rule may use the recording rules above it.
+// rule may use the recording rules above it. Prometheus evaluates the
+// groups side by side, each every Interval (empty: the global
+// evaluation_interval).
 type Group struct {
-	Name  string `yaml:"name"`
-	Rules []Rule `yaml:"rules"`
+	Name     string `yaml:"name"`
+	Interval string `yaml:"interval,omitempty"`
+	Rules    []Rule `yaml:"rules"`
 }
 
 // Rule is a recording or an alerting rule.
@@ -36,10 +39,15 @@ type Rule struct {
 	Annotations map[string]string `yaml:"annotations,omitempty"`
 }
 
-// Rules builds the whole rule file.
+// Rules builds the whole rule file: every group of both layers, the
+// recording groups first (a rule reads the groups above it at the same
+// evaluation in promtool, and a group above it at most one interval old
+// in Prometheus).
 func Rules(p Params) RuleFile {
-	return RuleFile{Groups: []Group{
-		probeRecording(p),
+	var groups []Group
+	groups = append(groups, probeRecording(p)...)
+	groups = append(groups,
+		cohortTargetRecording(p),
 		cohortRecording(p),
 		iostatRecording(p),
 		attributionRecording(p),
@@ -52,8 +60,10 @@ func Rules(p Params) RuleFile {
 		collectionAlerts(p),
 		contentionAlerts(p),
 		driftAlerts(p),
+		selfDriftAlerts(p),
 		etcdAlerts(p),
-	}}
+	)
+	return RuleFile{Groups: groups}
 }
 
 // withCluster joins labels for a by/on clause, the cluster label first.
