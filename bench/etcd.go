@@ -295,8 +295,9 @@ func sameMinutes(etcd, src []tsync, w time.Duration) (all, a, b []time.Duration)
 
 // besideEtcd runs an etcd on dataDir loaded at rate and source meanwhile,
 // while one bpftrace times every fdatasync and fsync of both: the etcd's
-// on its WAL, and those of the processes named comm. It returns them in
-// the order they started, and hey's summary.
+// on its WAL, and those of the processes named comm that this bench
+// started (its children, or theirs: fio's job), not another's on the
+// machine. It returns them in the order they started, and hey's summary.
 func (r *run) besideEtcd(dataDir string, rate int, phase time.Duration, put, comm string, source func()) (etcd, src []tsync, h read.Hey) {
 	client, pid, stop := r.startEtcd(dataDir)
 	defer stop()
@@ -304,10 +305,10 @@ func (r *run) besideEtcd(dataDir string, rate int, phase time.Duration, put, com
 	time.Sleep(warmUp)
 	fd := walFD(r, pid)
 	traced := filepath.Join(r.TempDir(), "bt.out")
-	bt := exec.Command("bpftrace", "-q", "-o", traced, "-e", fmt.Sprintf(`tracepoint:syscalls:sys_enter_fdatasync,tracepoint:syscalls:sys_enter_fsync /pid == %[1]d || comm == %[2]q/ { @s[tid] = nsecs; @fd[tid] = args->fd; }
+	bt := exec.Command("bpftrace", "-q", "-o", traced, "-e", fmt.Sprintf(`tracepoint:syscalls:sys_enter_fdatasync,tracepoint:syscalls:sys_enter_fsync /pid == %[1]d || (comm == %[2]q && (curtask->real_parent->tgid == %[3]d || curtask->real_parent->real_parent->tgid == %[3]d))/ { @s[tid] = nsecs; @fd[tid] = args->fd; }
 tracepoint:syscalls:sys_exit_fdatasync,tracepoint:syscalls:sys_exit_fsync /@s[tid]/ { printf("S %%d %%lld %%lld %%d\n", pid, @s[tid], nsecs - @s[tid], @fd[tid]); delete(@s[tid]); delete(@fd[tid]); }
 END { clear(@s); clear(@fd); }
-`, pid, comm))
+`, pid, comm, os.Getpid()))
 	var stderr bytes.Buffer
 	bt.Stderr = &stderr
 	bt.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it dies with the bench
