@@ -436,9 +436,6 @@ func (h *heyRun) wait(r *run) read.Hey {
 	return s
 }
 
-// stop ends hey before its -z is up, its summary unread.
-func (h *heyRun) stop() { _ = h.cmd.Process.Signal(os.Interrupt); _ = h.cmd.Wait() }
-
 // walFD is the fd of the newest .wal file etcd holds open (a fresh data
 // dir: one).
 func walFD(r *run, pid int) int {

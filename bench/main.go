@@ -245,7 +245,7 @@ func main() {
 	if *report != "" {
 		var rows []reportRow
 		for _, x := range results {
-			rows = append(rows, reportRow{x.name, x.verdict, x.took})
+			rows = append(rows, reportRow(x))
 		}
 		date := time.Now().UTC().Format("2006-01-02")
 		var err error
