@@ -47,10 +47,9 @@ type params struct {
 	Reads      bool          // also the 4k read probe against fio's random reads
 	Check      bool          // also `diskcanary check`, judged against the daemon
 	NodeBPF    bool          // references under the daemon's eBPF program
-	Beside     string        // etcd-vs-daemon: what the probes run beside (besideSaid)
 	Rates      []int         // etcd-vs-daemon: puts per second
-	MaxPhase   time.Duration // etcd-vs-daemon: longest phase per source
-	Interval   time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step
+	MaxPhase   time.Duration // etcd-vs-daemon: each source's phase beside the etcd
+	Interval   time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step; etcd-vs-daemon: the default probe's interval
 	Duration   time.Duration // scrape-load: continuous load; soak: the whole run
 	Scrapers   int           // scrape-load: concurrent scrapers
 	Devices    int           // diskstats-N: synthetic devices (up to maxSynthDevices)
@@ -64,7 +63,7 @@ type params struct {
 
 var defaults = params{
 	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: config.DefaultWALGap, Ops: config.DefaultWALOps,
-	Reads: true, Check: true, NodeBPF: true, Beside: "measured", Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
+	Reads: true, Check: true, NodeBPF: true, Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
 	Interval: 10 * time.Second, Duration: 60 * time.Second, Scrapers: 50, Devices: 1000, Tolerance: 0.02,
 	Nodes: []int{100, 1000, 5000}, Steady: 10 * time.Minute, PerCluster: 100, Slow: 0.02,
 }
@@ -85,8 +84,8 @@ var suite = []scenario{
 		func(p *params) { p.FUSEDelay, p.Samples = 2*time.Millisecond, 1000 }, ""},
 	{"probes-vs-fio-fuse-12ms", "probes vs fio (FUSE 12 ms)", probesVsFIO,
 		func(p *params) { p.FUSEDelay, p.Samples = 12*time.Millisecond, 500 }, ""},
-	{"etcd-vs-daemon", "etcd WAL vs paced probe (10/80/1000 puts/s)", etcdVsDaemon,
-		func(p *params) { p.Rounds, p.Samples = 2, 5000 }, ""},
+	{"etcd-vs-daemon", "etcd WAL vs the default probe beside it (80 puts/s)", etcdVsDaemon,
+		func(p *params) { p.Rounds, p.Rates, p.MaxPhase, p.Interval = 2, []int{80}, 60*time.Second, time.Second }, ""},
 	{"daemon-vs-fio", "daemon's own histograms vs fio, paced (disk)", daemonVsFIO, func(p *params) {}, ""},
 	{"probe-overhead", "per-op overhead (tmpfs)", probeOverhead, func(p *params) { p.Rounds, p.Samples = 9, 500000 }, ""},
 	{"iostat-vs-sysstat", "iostat vs sysstat", iostatVsSysstat, func(p *params) { p.Interval, p.Rounds = 2*time.Second, 3 }, ""},
@@ -149,10 +148,9 @@ func main() {
 	fl.BoolVar(&p.Reads, "reads", p.Reads, "also compare the 4k read probe with fio's random reads")
 	fl.BoolVar(&p.Check, "check", p.Check, "also judge diskcanary check against the daemon")
 	fl.BoolVar(&p.NodeBPF, "node-bpf", p.NodeBPF, "run the references under the daemon's block-latency eBPF program")
-	fl.StringVar(&p.Beside, "beside", p.Beside, "etcd-vs-daemon: measured (the probes beside the etcd on its filesystem, both timed at once), tmpfs (beside an etcd on tmpfs at the rate) or none")
 	rates := fl.String("rates", "10,80,1000", "etcd-vs-daemon: puts per second")
-	fl.DurationVar(&p.MaxPhase, "max-phase", p.MaxPhase, "etcd-vs-daemon: longest phase per source")
-	fl.DurationVar(&p.Interval, "interval", p.Interval, "iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step")
+	fl.DurationVar(&p.MaxPhase, "max-phase", p.MaxPhase, "etcd-vs-daemon: each source's phase beside the etcd")
+	fl.DurationVar(&p.Interval, "interval", p.Interval, "iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step; etcd-vs-daemon: the default probe's interval")
 	fl.DurationVar(&p.Duration, "duration", p.Duration, "scrape-load: continuous load (and interleaved windows over as long); soak: the whole run")
 	fl.IntVar(&p.Scrapers, "scrapers", p.Scrapers, "scrape-load: concurrent scrapers")
 	fl.IntVar(&p.Devices, "devices", p.Devices, "diskstats-N: synthetic block devices (1..50000)")
@@ -175,9 +173,6 @@ func main() {
 	}
 	if p.Nodes, err = positives("nodes", *nodes); err != nil {
 		fatal(err)
-	}
-	if besideSaid[p.Beside] == "" {
-		fatal(fmt.Errorf("-beside %q: want measured, tmpfs or none", p.Beside))
 	}
 	chosen, err := choose(flag.Args())
 	if err != nil {
@@ -250,7 +245,7 @@ func main() {
 	if *report != "" {
 		var rows []reportRow
 		for _, x := range results {
-			rows = append(rows, reportRow{x.name, x.verdict, x.took})
+			rows = append(rows, reportRow(x))
 		}
 		date := time.Now().UTC().Format("2006-01-02")
 		var err error
@@ -312,8 +307,8 @@ func override(sp, flags params, given map[string]bool) params {
 		"ops": func() { sp.Ops = flags.Ops }, "fuse-delay": func() { sp.FUSEDelay = flags.FUSEDelay },
 		"reads": func() { sp.Reads = flags.Reads }, "check": func() { sp.Check = flags.Check },
 		"node-bpf": func() { sp.NodeBPF = flags.NodeBPF }, "rates": func() { sp.Rates = flags.Rates },
-		"max-phase": func() { sp.MaxPhase = flags.MaxPhase }, "beside": func() { sp.Beside = flags.Beside },
-		"interval": func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
+		"max-phase": func() { sp.MaxPhase = flags.MaxPhase },
+		"interval":  func() { sp.Interval = flags.Interval }, "duration": func() { sp.Duration = flags.Duration },
 		"scrapers": func() { sp.Scrapers = flags.Scrapers }, "devices": func() { sp.Devices = flags.Devices },
 		"tolerance": func() { sp.Tolerance = flags.Tolerance },
 		"nodes":     func() { sp.Nodes = flags.Nodes }, "steady": func() { sp.Steady = flags.Steady },

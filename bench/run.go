@@ -22,6 +22,9 @@ type run struct {
 	cleanups []func()
 	failed   bool
 	skipped  string
+	// inconclusive: the scenario could not tell (its reference's noise
+	// is wider than the effect it looks for); its verdict says so.
+	inconclusive bool
 }
 
 var _ testkit.TB = (*run)(nil)
@@ -54,7 +57,7 @@ func (r *run) TempDir() string {
 }
 
 // do runs scenario f and then its cleanups, last first; it says "pass",
-// "FAIL" or "skip: why".
+// "FAIL", "inconclusive" or "skip: why".
 func (r *run) do(f func(r *run) bool) (verdict string) {
 	defer func() {
 		if e := recover(); e != nil {
@@ -69,6 +72,8 @@ func (r *run) do(f func(r *run) bool) (verdict string) {
 		case r.skipped != "":
 			verdict = "skip: " + r.skipped
 			r.printf("skipped: %s\n", r.skipped)
+		case r.inconclusive:
+			verdict = "inconclusive"
 		}
 	}()
 	if !f(r) {

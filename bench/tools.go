@@ -140,16 +140,8 @@ func (d *daemon) histogram(r *run, metric, probe string) *read.Histogram {
 	return h
 }
 
-// window waits for the daemon's first observation of metric (a first
-// start lays out a read probe's working set: up to 10 minutes), then until
-// it has observed samples more, or for phase when samples is 0, and
-// returns what it observed in between: the daemon's own numbers, read as
-// its alerts read them.
-func (d *daemon) window(r *run, metric, probe string, samples int, phase time.Duration) *read.Histogram {
-	return d.windowSince(r, d.started(r, metric, probe), metric, probe, samples, phase)
-}
-
-// started waits for the daemon's first observation of metric and returns
+// started waits for the daemon's first observation of metric (a first
+// start lays out a read probe's working set: up to 10 minutes) and returns
 // the histogram then.
 func (d *daemon) started(r *run, metric, probe string) *read.Histogram {
 	var h0 *read.Histogram
@@ -163,7 +155,9 @@ func (d *daemon) started(r *run, metric, probe string) *read.Histogram {
 	return h0
 }
 
-// windowSince is window from h0 on.
+// windowSince waits until the daemon has observed samples more of metric
+// since h0, or for phase when samples is 0, and returns what it observed in
+// between: the daemon's own numbers, read as its alerts read them.
 func (d *daemon) windowSince(r *run, h0 *read.Histogram, metric, probe string, samples int, phase time.Duration) *read.Histogram {
 	var w *read.Histogram
 	since := func() bool {

@@ -87,3 +87,39 @@ func (b Bound) VerdictBesideAA(r, aa float64) string {
 	}
 	return v
 }
+
+// AAWiden is how far a bound may be widened beyond the reference's A/A
+// spread: at most 5 points (issue 44's decision).
+const AAWiden = 0.05
+
+// AASpread is how far a percentile of the reference read in one set of
+// windows lies from the same percentile in the adjacent windows of the
+// same run: |a/b - 1|. NaN when b is not positive.
+func AASpread(a, b float64) float64 {
+	if !(b > 0) {
+		return math.NaN()
+	}
+	return math.Abs(a/b - 1)
+}
+
+// AABound is the bound a ratio to the reference is held to: the
+// reference's A/A spread, widened by AAWiden.
+func AABound(aa float64) Bound { return Within(aa + AAWiden) }
+
+// JudgeAA judges ratio r (a source over the reference timed in the same
+// minutes) by the reference's A/A spread aa: "inconclusive" when aa is
+// wider than effect, the smallest difference the comparison looks for
+// (the reference's own noise would hide it, or make it up); else "pass"
+// inside AABound(aa), "FAIL" outside. A NaN ratio or spread is a FAIL:
+// nothing was compared.
+func JudgeAA(r, aa, effect float64) string {
+	switch {
+	case math.IsNaN(r) || math.IsNaN(aa):
+		return "FAIL"
+	case aa > effect:
+		return "inconclusive"
+	case AABound(aa).Holds(r):
+		return "pass"
+	}
+	return "FAIL"
+}

@@ -61,3 +61,30 @@ func TestVerdictBesideAA(t *testing.T) {
 	require.Equal(t, "ok (±10 %)", b.VerdictBesideAA(0.967, 1.212))
 	require.Equal(t, "OUT OF RANGE (±10 %)", b.VerdictBesideAA(math.NaN(), 1.0))
 }
+
+// The bound is etcd's own A/A spread plus 5 points: a spread of 8 % holds
+// a ratio to ×0.87-1.13.
+func TestAABound(t *testing.T) {
+	require.InDelta(t, 0.08, AASpread(270, 250), 1e-12)
+	require.InDelta(t, 0.08, AASpread(230, 250), 1e-12)
+	require.True(t, math.IsNaN(AASpread(230, 0)))
+	b := AABound(0.08)
+	require.InDelta(t, 0.87, b.Lo, 1e-12)
+	require.InDelta(t, 1.13, b.Hi, 1e-12)
+	require.Equal(t, "±13 %", b.String())
+}
+
+// Judged against etcd's A/A spread: inside it plus 5 points passes, outside
+// fails, and a spread wider than the effect looked for is inconclusive,
+// whatever the ratio.
+func TestJudgeAA(t *testing.T) {
+	require.Equal(t, "pass", JudgeAA(1.12, 0.08, 0.15))
+	require.Equal(t, "pass", JudgeAA(0.88, 0.08, 0.15))
+	require.Equal(t, "FAIL", JudgeAA(1.14, 0.08, 0.15))
+	require.Equal(t, "FAIL", JudgeAA(1.76, 0.20, 0.30))
+	require.Equal(t, "inconclusive", JudgeAA(1.76, 0.35, 0.30))
+	require.Equal(t, "inconclusive", JudgeAA(1.00, 0.16, 0.15))
+	require.Equal(t, "pass", JudgeAA(1.20, 0.15, 0.15)) // a spread equal to the effect still judges
+	require.Equal(t, "FAIL", JudgeAA(math.NaN(), 0.05, 0.10))
+	require.Equal(t, "FAIL", JudgeAA(1.0, math.NaN(), 0.10))
+}
