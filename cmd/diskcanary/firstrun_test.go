@@ -336,7 +336,7 @@ func TestManPages(t *testing.T) {
 	require.Equal(t, []string{
 		"diskcanary-check.1", "diskcanary-completion-bash.1", "diskcanary-completion-fish.1",
 		"diskcanary-completion-powershell.1", "diskcanary-completion-zsh.1", "diskcanary-completion.1",
-		"diskcanary-iostat.1", "diskcanary-serve.1", "diskcanary-smart.1", "diskcanary-version.1", "diskcanary.1",
+		"diskcanary-iostat.1", "diskcanary-serve.1", "diskcanary-smart.1", "diskcanary-top.1", "diskcanary-version.1", "diskcanary.1",
 	}, names)
 	serve, err := os.ReadFile(filepath.Join(dir, "diskcanary-serve.1"))
 	require.NoError(t, err)
