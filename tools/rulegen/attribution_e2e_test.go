@@ -26,6 +26,9 @@ import (
 // --no-collector.blocklatency, and stack (no_device) on FUSE; the fdatasync
 // alert fires for the three slow targets and its text names the cause.
 func TestAttributionEndToEnd(t *testing.T) {
+	// Mostly waiting on Prometheus: run beside the other such tests
+	// (the etcd verdict, which judges latency, runs alone before them).
+	t.Parallel()
 	testkit.E2E(t)
 	testkit.RequireRoot(t)
 	testkit.SkipUnderRace(t)

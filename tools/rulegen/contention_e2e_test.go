@@ -26,6 +26,9 @@ import (
 // doing I/O on this disk" query, interpolated as Grafana does, lists it
 // first.
 func TestContentionRulesEndToEnd(t *testing.T) {
+	// Mostly waiting on Prometheus: run beside the other such tests
+	// (the etcd verdict, which judges latency, runs alone before them).
+	t.Parallel()
 	testkit.E2E(t)
 	testkit.RequireRoot(t)
 	testkit.SkipUnderRace(t)

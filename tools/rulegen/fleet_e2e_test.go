@@ -22,6 +22,9 @@ import (
 // instance, the etcd 10 ms warning fires for it, and every dashboard query
 // returns data unless fleetEmptyHere says why it cannot here.
 func TestFleetDriftEndToEnd(t *testing.T) {
+	// Mostly waiting on Prometheus: run beside the other such tests
+	// (the etcd verdict, which judges latency, runs alone before them).
+	t.Parallel()
 	testkit.E2E(t)
 	testkit.RequireRoot(t)
 	testkit.SkipUnderRace(t)

@@ -25,6 +25,9 @@ import (
 // with its cluster label, and the busy-but-healthy node of cluster a, just
 // as slow from its load, does not.
 func TestShardedFleetDriftEndToEnd(t *testing.T) {
+	// Mostly waiting on Prometheus: run beside the other such tests
+	// (the etcd verdict, which judges latency, runs alone before them).
+	t.Parallel()
 	testkit.E2E(t)
 	testkit.PrometheusBin(t)
 	vmBin, vmalertBin := testkit.VictoriaMetrics(t)
