@@ -356,20 +356,30 @@ const (
 	endMark   = "<!-- go run ./bench -report: generated to here -->\n"
 )
 
-// writeGenerated replaces what lies between the markers in file.
-func writeGenerated(file string, section []byte) error {
-	old, err := os.ReadFile(file)
+// generated reads file and finds its generated section: what lies
+// between old[:from] and old[to:].
+func generated(file string) (old []byte, from, to int, err error) {
+	old, err = os.ReadFile(file)
 	if err != nil {
-		return err
+		return nil, 0, 0, err
 	}
 	i, j := bytes.Index(old, []byte(beginMark)), bytes.Index(old, []byte(endMark))
 	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q markers to write between", file, strings.TrimSpace(beginMark), strings.TrimSpace(endMark))
+		return nil, 0, 0, fmt.Errorf("%s: no %q ... %q markers to write between", file, strings.TrimSpace(beginMark), strings.TrimSpace(endMark))
+	}
+	return old, i + len(beginMark), j, nil
+}
+
+// writeGenerated replaces what lies between the markers in file.
+func writeGenerated(file string, section []byte) error {
+	old, from, to, err := generated(file)
+	if err != nil {
+		return err
 	}
 	var b bytes.Buffer
-	b.Write(old[:i+len(beginMark)])
+	b.Write(old[:from])
 	b.Write(section)
-	b.Write(old[j:])
+	b.Write(old[to:])
 	return os.WriteFile(file, b.Bytes(), 0o644)
 }
 
@@ -381,15 +391,11 @@ type reportRow struct{ name, verdict, took string }
 // is replaced in place, a new one is added at the end. Each new section
 // gets runLine under its heading.
 func mergeGenerated(file string, rows []reportRow, sections, runLine string) error {
-	old, err := os.ReadFile(file)
+	old, from, to, err := generated(file)
 	if err != nil {
 		return err
 	}
-	i, j := bytes.Index(old, []byte(beginMark)), bytes.Index(old, []byte(endMark))
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q markers to write between", file, strings.TrimSpace(beginMark), strings.TrimSpace(endMark))
-	}
-	gen := string(old[i+len(beginMark) : j])
+	gen := string(old[from:to])
 	head, body, _ := strings.Cut(gen, "\n### ")
 	for _, r := range rows {
 		row := fmt.Sprintf("| %s | %s | %s |\n", r.name, r.verdict, r.took)
