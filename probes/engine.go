@@ -18,7 +18,8 @@ import (
 const shutdownGrace = 5 * time.Second
 
 // Engine runs the configured probes, each in its own goroutine with one op
-// in flight at a time, and exposes their metrics.
+// in flight at a time (a capacity probe: its sweep, holding the device),
+// and exposes their metrics.
 type Engine struct {
 	probes   []*probe
 	capacity []*capacityProbe
