@@ -17,15 +17,14 @@ import (
 // The daemon's capacity probe on the ground truth check's own test uses:
 // ext4 on a loop device whose reads the blkio throttle holds to 500 IOPS
 // for the daemon's process. The exported IOPS at the bound must be within
-// 10 % of the ceiling, and the sweep must find the bound (a step past 500
-// breaks it: the queue grows by the excess each second). The loop's image
-// is on the VM's disk, not tmpfs: the daemon exports no figure for a
-// filesystem that does not reach a disk. The bound is 100 ms: past the
-// ceiling the queue still grows far beyond it within a step (550 asked:
-// ~90 reads behind, ~180 ms), while a daemon thread starved of a loaded
-// CPU for 50 ms no longer breaks a step below it (it did, once, at 400
-// with a 50 ms bound). The probe sweeps every 3 s; one of four sweeps
-// must reach 450, and none may pass 550.
+// 10 % of the ceiling. The loop's image is on the VM's disk, not tmpfs: the
+// daemon exports no figure for a filesystem that does not reach a disk.
+// The throttle dispatches in bursts, and on 2 loaded CPUs a step at 400
+// can see a p99 of 100 ms or more; so the bound is 150 ms, and the step
+// past the ceiling is 700, which breaks on its rate alone (the throttle
+// lets through about 540 a second of it, under the 90 % a step must
+// carry) with a queue far over the bound. The probe sweeps every 3 s; one
+// of four sweeps must reach 450, and none may pass 550.
 func TestServeCapacityProbeFindsTheBlkioReadCeiling(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	mnt, dev := testkit.LoopFSIn(t, "", 128<<20, "ext4")
@@ -39,8 +38,8 @@ func TestServeCapacityProbeFindsTheBlkioReadCeiling(t *testing.T) {
       dir: %s
       interval: 3s
       jitter: 0.01
-      max_p99: 100ms
-      rates: [400, 450, 500, 550, 600, 700]
+      max_p99: 150ms
+      rates: [400, 450, 500, 700]
       working_set: 32MiB
       min_free: 1B
 diskstats:
@@ -52,7 +51,7 @@ smart:
 	testkit.StartCmd(t, diskcanaryCmd(t, throttle.Command, "serve", "--config.file", cfg, "--web.listen-address", addr))
 
 	lastRun := regexp.MustCompile(`(?m)^diskcanary_capacity_last_run_timestamp_seconds\{probe="headroom"\} (\S+)$`)
-	iopsRe := regexp.MustCompile(`(?m)^diskcanary_capacity_iops\{bound="0.1",device="(\S+)",pattern="randread",percentile="0.99",probe="headroom"\} (\S+)$`)
+	iopsRe := regexp.MustCompile(`(?m)^diskcanary_capacity_iops\{bound="0.15",device="(\S+)",pattern="randread",percentile="0.99",probe="headroom"\} (\S+)$`)
 	seen, best := "", 0.0
 	for sweep := 1; sweep <= 4 && best < 450; sweep++ {
 		var body string
@@ -70,7 +69,7 @@ smart:
 		require.Equal(t, filepath.Base(dev), m[1], "the device label is the loop device")
 		iops, err := strconv.ParseFloat(m[2], 64)
 		require.NoError(t, err)
-		t.Logf("sweep %d: %.1f IOPS at a p99 of 100 ms", sweep, iops)
+		t.Logf("sweep %d: %.1f IOPS at a p99 of 150 ms", sweep, iops)
 		require.LessOrEqual(t, iops, 550.0, "sweep %d", sweep)
 		best = max(best, iops)
 	}
