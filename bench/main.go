@@ -47,7 +47,7 @@ type params struct {
 	Reads      bool          // also the 4k read probe against fio's random reads
 	Check      bool          // also `diskcanary check`, judged against the daemon
 	NodeBPF    bool          // references under the daemon's eBPF program
-	Rates      []int         // etcd-vs-daemon: puts per second
+	Rates      []int         // etcd-vs-daemon: puts per second; capacity-vs-fio: the sweep's IOPS steps
 	MaxPhase   time.Duration // etcd-vs-daemon: each source's phase beside the etcd
 	Interval   time.Duration // iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step; etcd-vs-daemon: the default probe's interval
 	Duration   time.Duration // scrape-load: continuous load; soak: the whole run
@@ -59,6 +59,7 @@ type params struct {
 	PerCluster int           // fleet-scale: nodes per cluster
 	Slow       float64       // fleet-scale: share of slow nodes
 	Keep       bool          // fleet-scale: keep the results, logs and templates
+	Throttle   int           // capacity-vs-fio: a loop device the blkio cgroup holds to this many read IOPS
 }
 
 var defaults = params{
@@ -87,6 +88,16 @@ var suite = []scenario{
 	{"etcd-vs-daemon", "etcd WAL vs the default probe beside it (80 puts/s)", etcdVsDaemon,
 		func(p *params) { p.Rounds, p.Rates, p.MaxPhase, p.Interval = 2, []int{80}, 60*time.Second, time.Second }, ""},
 	{"daemon-vs-fio", "daemon's own histograms vs fio, paced (disk)", daemonVsFIO, func(p *params) {}, ""},
+	{"capacity-vs-fio", "capacity sweep vs fio latency_target and rate_iops (disk)", capacityVsFIO,
+		func(p *params) {
+			p.Rounds, p.Rates = 3, []int{1000, 1600, 2500, 4000, 6300, 10000, 16000, 25000, 40000, 63000, 100000}
+		}, ""},
+	{"capacity-vs-fio-blkio-500", "capacity sweep vs fio (loop device, blkio 500 read IOPS)", capacityVsFIO,
+		func(p *params) { p.Rounds, p.Throttle, p.Rates = 3, 500, []int{250, 400, 450, 500, 550, 600, 700} }, ""},
+	{"capacity-vs-fio-fuse-5ms", "capacity sweep vs fio, WAL (FUSE 5 ms)", capacityVsFIO,
+		func(p *params) {
+			p.Rounds, p.FUSEDelay, p.Rates = 3, 5*time.Millisecond, []int{100, 125, 160, 200, 250}
+		}, ""},
 	{"probe-overhead", "per-op overhead (tmpfs)", probeOverhead, func(p *params) { p.Rounds, p.Samples = 9, 500000 }, ""},
 	{"iostat-vs-sysstat", "iostat vs sysstat", iostatVsSysstat, func(p *params) { p.Interval, p.Rounds = 2*time.Second, 3 }, ""},
 	{"diskstats-100", "diskstats scrape and memory, 100 devices", diskstatsVsNodeExporter, func(p *params) { p.Devices, p.Samples = 100, 40 }, ""},
@@ -148,12 +159,13 @@ func main() {
 	fl.BoolVar(&p.Reads, "reads", p.Reads, "also compare the 4k read probe with fio's random reads")
 	fl.BoolVar(&p.Check, "check", p.Check, "also judge diskcanary check against the daemon")
 	fl.BoolVar(&p.NodeBPF, "node-bpf", p.NodeBPF, "run the references under the daemon's block-latency eBPF program")
-	rates := fl.String("rates", "10,80,1000", "etcd-vs-daemon: puts per second")
+	rates := fl.String("rates", "10,80,1000", "etcd-vs-daemon: puts per second; capacity-vs-fio: the sweep's IOPS steps")
 	fl.DurationVar(&p.MaxPhase, "max-phase", p.MaxPhase, "etcd-vs-daemon: each source's phase beside the etcd")
 	fl.DurationVar(&p.Interval, "interval", p.Interval, "iostat-vs-sysstat: report interval; scrape-load: window; soak: sampling step; etcd-vs-daemon: the default probe's interval")
 	fl.DurationVar(&p.Duration, "duration", p.Duration, "scrape-load: continuous load (and interleaved windows over as long); soak: the whole run")
 	fl.IntVar(&p.Scrapers, "scrapers", p.Scrapers, "scrape-load: concurrent scrapers")
 	fl.IntVar(&p.Devices, "devices", p.Devices, "diskstats-N: synthetic block devices (1..50000)")
+	fl.IntVar(&p.Throttle, "throttle", 0, "capacity-vs-fio: run on a loop device the blkio cgroup holds to this many read IOPS")
 	fl.Float64Var(&p.Tolerance, "tolerance", p.Tolerance, "iostat-vs-sysstat: each column within this share of sysstat's")
 	nodes := fl.String("nodes", "100,1000,5000", "fleet-scale: simulated fleet sizes, one run each")
 	fl.DurationVar(&p.Steady, "steady", p.Steady, "fleet-scale: the window at the end of each run for medians and maxima")
@@ -313,7 +325,7 @@ func override(sp, flags params, given map[string]bool) params {
 		"tolerance": func() { sp.Tolerance = flags.Tolerance },
 		"nodes":     func() { sp.Nodes = flags.Nodes }, "steady": func() { sp.Steady = flags.Steady },
 		"nodes-per-cluster": func() { sp.PerCluster = flags.PerCluster }, "slow": func() { sp.Slow = flags.Slow },
-		"keep": func() { sp.Keep = flags.Keep },
+		"keep": func() { sp.Keep = flags.Keep }, "throttle": func() { sp.Throttle = flags.Throttle },
 	} {
 		if given[name] {
 			apply()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"runtime/debug"
@@ -22,21 +23,16 @@ import (
 // I/O offered open-loop at rising rates until the p99 leaves its bound.
 const ProfileCapacity = "capacity"
 
-// The capacity sweep's patterns.
+// The capacity sweep's patterns (config owns the names: a capacity probe
+// names its pattern in the config file).
 const (
-	// CapacityRandRead: 4 KiB O_DIRECT random reads over the randread
-	// profile's working set.
-	CapacityRandRead = "randread"
-	// CapacityRandWrite: 4 KiB O_DIRECT random writes into that working
-	// set, written beforehand, so no write allocates.
-	CapacityRandWrite = "randwrite"
-	// CapacityWAL: etcd's WAL pattern, 2300-byte appends into a
-	// preallocated segment with an fdatasync after each, by one writer.
-	CapacityWAL = "wal"
+	CapacityRandRead  = config.CapacityRandRead
+	CapacityRandWrite = config.CapacityRandWrite
+	CapacityWAL       = config.CapacityWAL
 )
 
 // CapacityPatterns are the patterns, the default first.
-var CapacityPatterns = []string{CapacityRandRead, CapacityRandWrite, CapacityWAL}
+var CapacityPatterns = config.CapacityPatterns
 
 // CapacityConcurrency is how many ops of a pattern may be outstanding: one
 // for the WAL, which has one writer whose fdatasyncs serialise (an append
@@ -77,9 +73,8 @@ const (
 	// step of at least a second spans several of a throttle's slices.
 	CapacityMinStepOps  = 1000
 	CapacityMinStepTime = time.Second
-	// MaxCapacityRate bounds --rates, so a step's samples (16 bytes
-	// each) take at most 16 MB.
-	MaxCapacityRate = 1_000_000
+	// MaxCapacityRate bounds --rates and a probe's rates.
+	MaxCapacityRate = config.MaxCapacityRate
 	// capacityHeld: a step whose achieved rate is under 90 % of the asked
 	// one did not carry its load.
 	capacityHeld = 0.9
@@ -134,6 +129,14 @@ type CapacityOptions struct {
 	Step   func(CapacityStep)
 	LayOut func(CheckProgress)
 	Paths  hostpath.Paths
+
+	// The daemon's capacity probe (capacityprobe.go): name and log as
+	// CheckOptions'; hold, when set, is called with the device's gate key
+	// once the site is open and before its first write, and the sweep
+	// runs until the release it returns is called.
+	name string
+	log  *slog.Logger
+	hold func(gateKey uint64) (release func(), err error)
 }
 
 // CapacityStep is one rate of the sweep. Latencies are measured from each
@@ -458,7 +461,8 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	}
 	res := &CapacityResult{Path: o.Dir, Pattern: o.Pattern, Concurrency: pool, Knee: -1}
 	co := CheckOptions{Dir: o.Dir, Profile: ProfileRandRead, Samples: 1, BlockSize: o.BlockSize,
-		WorkingSet: o.WorkingSet, KeepWorkingSet: o.KeepWorkingSet, MinFree: o.MinFree, AllowUnsafeFS: o.AllowUnsafeFS, Paths: o.Paths}
+		WorkingSet: o.WorkingSet, KeepWorkingSet: o.KeepWorkingSet, MinFree: o.MinFree, AllowUnsafeFS: o.AllowUnsafeFS, Paths: o.Paths,
+		name: o.name, log: o.log}
 	switch o.Pattern {
 	case CapacityRandRead, CapacityRandWrite:
 	case CapacityWAL:
@@ -476,11 +480,19 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	}
 	res.BlockSize = int64(cs.c.BlockSize)
 	closeSite := true
+	release := func() {}
 	defer func() {
 		if closeSite {
 			cs.close()
 		}
+		release() // after the files are removed: that is I/O too
 	}()
+	if o.hold != nil {
+		if release, err = o.hold(cs.s.gateKey); err != nil {
+			release = func() {}
+			return res, err
+		}
+	}
 	// No GC while measuring, and a P for each worker, the dispatcher and
 	// this goroutine, so an op that returns never waits for one. The ops
 	// enter syscall state as the daemon's do (timedio.go), not raw as

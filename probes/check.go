@@ -68,6 +68,11 @@ type CheckOptions struct {
 	// Progress, when set, is called about once a second with how far the
 	// run is, from the goroutine that waits on it (never a timed thread).
 	Progress func(CheckProgress)
+	// name and log are a daemon capacity probe's: its files are named
+	// after it, and its site logs as its probe does; "check" and no log
+	// otherwise.
+	name string
+	log  *slog.Logger
 	// Paths are the host's /proc and /sys; the zero value is this host's.
 	Paths hostpath.Paths
 }
@@ -104,6 +109,9 @@ func (o CheckOptions) jobs() int {
 // applied: check runs the daemon's probe kinds.
 func (o CheckOptions) probeConfig(job int) (config.Probe, error) {
 	name := "check"
+	if o.name != "" {
+		name = o.name
+	}
 	if job > 0 {
 		name = fmt.Sprintf("check-%d", job+1)
 	}
@@ -612,7 +620,11 @@ func openCheckSite(o CheckOptions, job int) (*checkSite, *CheckResult, error) {
 	if err != nil {
 		return nil, res, err
 	}
-	s, err := openDirSite(o.Dir, o.Paths.Proc(), o.Paths.Sys(), slog.New(slog.DiscardHandler))
+	log := o.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := openDirSite(o.Dir, o.Paths.Proc(), o.Paths.Sys(), log)
 	if err != nil {
 		return nil, res, err
 	}

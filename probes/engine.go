@@ -18,11 +18,13 @@ import (
 const shutdownGrace = 5 * time.Second
 
 // Engine runs the configured probes, each in its own goroutine with one op
-// in flight at a time, and exposes their metrics.
+// in flight at a time (a capacity probe: its sweep, holding the device),
+// and exposes their metrics.
 type Engine struct {
-	probes []*probe
-	m      *Metrics
-	log    *slog.Logger
+	probes   []*probe
+	capacity []*capacityProbe
+	m        *Metrics
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	budgets map[uint64]*budget       // per filesystem (st_dev): probes on one filesystem share its budget
@@ -33,7 +35,12 @@ type Engine struct {
 func NewEngine(cfgs []config.Probe, paths hostpath.Paths, logger *slog.Logger) *Engine {
 	procfs, sysfs := paths.Proc(), paths.Sys()
 	e := &Engine{m: NewMetrics(), log: logger, budgets: map[uint64]*budget{}, gates: map[uint64]chan struct{}{}}
+	sweeping := make(chan struct{}, 1)
 	for _, c := range cfgs {
+		if c.Kind == config.KindCapacity {
+			e.capacity = append(e.capacity, &capacityProbe{cfg: c, log: logger, m: e.m, paths: paths, gate: e.gateFor, sweeping: sweeping})
+			continue
+		}
 		p := &probe{cfg: c, log: logger, m: e.m, procfs: procfs, sysfs: sysfs, fl: newInflight()}
 		p.budget = func(dev uint64) *budget { return e.budgetFor(dev, int64(c.DailyWriteBudget)) }
 		p.gate = e.gateFor
@@ -87,6 +94,10 @@ func (e *Engine) Run(ctx context.Context) {
 	for _, p := range e.probes {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.loop(ctx) }()
+	}
+	for _, c := range e.capacity {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.loop(ctx) }()
 	}
 	go e.watchdog(ctx)
 	<-ctx.Done()

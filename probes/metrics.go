@@ -25,6 +25,11 @@ type Metrics struct {
 	warning    *prometheus.GaugeVec
 	stalled    *prometheus.Desc
 	inflight   *prometheus.Desc
+
+	capacityIOPS    *prometheus.GaugeVec
+	capacityPartial *prometheus.GaugeVec
+	capacitySuccess *prometheus.GaugeVec
+	capacityLastRun *prometheus.GaugeVec
 }
 
 func latencyHistogram(name, help string) *prometheus.HistogramVec {
@@ -75,10 +80,20 @@ func NewMetrics() *Metrics {
 			"1 while the probe has an I/O in flight for longer than its stall threshold.", probe, nil),
 		inflight: prometheus.NewDesc("diskcanary_probe_inflight_seconds",
 			"How long the probe's current I/O has been in flight (0 when idle).", probe, nil),
+		capacityIOPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "capacity_iops",
+			Help: "A capacity probe's last sweep: the IOPS achieved at the highest step whose percentile latency stayed within bound seconds (0: even the first step broke it)."},
+			[]string{"probe", "device", "pattern", "percentile", "bound"}),
+		capacityPartial: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "capacity_partial",
+			Help: "1 when a capacity probe's last sweep stopped before a step broke the bound (write budget, rates run out, timeout, failure): its IOPS is a floor."}, probe),
+		capacitySuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "capacity_success",
+			Help: "Whether a capacity probe's last sweep measured the disk (1) or failed (0)."}, probe),
+		capacityLastRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "diskcanary", Name: "capacity_last_run_timestamp_seconds",
+			Help: "When a capacity probe's last sweep ended, in Unix seconds."}, probe),
 	}
 }
 
 func (m *Metrics) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.fdatasync, m.write, m.read, m.success, m.lastRun, m.runs,
-		m.failures, m.written, m.readBytes, m.targetInfo, m.etcdDir, m.warning}
+		m.failures, m.written, m.readBytes, m.targetInfo, m.etcdDir, m.warning,
+		m.capacityIOPS, m.capacityPartial, m.capacitySuccess, m.capacityLastRun}
 }

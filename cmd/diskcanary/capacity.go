@@ -20,9 +20,6 @@ import (
 	"github.com/diskcanary/diskcanary/probes"
 )
 
-// maxCapacitySteps bounds --rates: the default R10 list has 41.
-const maxCapacitySteps = 100
-
 // defaultCapacityWriteBudget bounds what a writing sweep writes unless
 // --write-budget says otherwise: about half a million 4 KiB writes, the
 // R10 steps up to about 100,000 write IOPS, or about 130,000 WAL appends.
@@ -79,8 +76,8 @@ func (f *checkFlags) capacityRates(changed func(string) bool) ([]float64, error)
 	rates := probes.DefaultCapacityRates
 	if f.rates != "" {
 		fields := strings.Split(f.rates, ",")
-		if len(fields) > maxCapacitySteps {
-			return nil, fmt.Errorf("--rates: %d steps; at most %d", len(fields), maxCapacitySteps)
+		if len(fields) > config.MaxCapacitySteps {
+			return nil, fmt.Errorf("--rates: %d steps; at most %d", len(fields), config.MaxCapacitySteps)
 		}
 		rates = make([]float64, 0, len(fields))
 		for _, s := range fields {

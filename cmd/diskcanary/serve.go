@@ -466,6 +466,10 @@ func describeProbes(c *config.Config) string {
 		if p.Device != "" {
 			where = p.Device
 		}
+		if p.Kind == config.KindCapacity {
+			fmt.Fprintf(&b, "\n  %s: capacity sweep, %s pattern, p99 bound %v, on %s every %v", p.Name, p.Pattern, p.MaxP99, where, p.Interval)
+			continue
+		}
 		fmt.Fprintf(&b, "\n  %s: %s on %s, %d ops every %v", p.Name, p.Kind, where, p.Ops, p.Interval)
 	}
 	return b.String()

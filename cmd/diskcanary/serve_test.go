@@ -19,6 +19,14 @@ func TestConfigCheck(t *testing.T) {
 	require.Contains(t, out, "config OK: 2 probe(s)")
 	require.Contains(t, out, "wal: wal on /var/tmp/diskcanary, 50 ops every 44s")
 
+	// A capacity probe says what it sweeps, not a burst's ops.
+	capacity := filepath.Join(t.TempDir(), "capacity.yml")
+	require.NoError(t, os.WriteFile(capacity, []byte("probes:\n  targets:\n    - name: headroom\n      kind: capacity\n      dir: /var/tmp/diskcanary\n      pattern: wal\n"), 0o600))
+	out, code, err = runCLI(t, "serve", "--config.check", "--config.file", capacity)
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "headroom: capacity sweep, wal pattern, p99 bound 10ms, on /var/tmp/diskcanary every 24h0m0s")
+
 	bad := filepath.Join(t.TempDir(), "bad.yml")
 	require.NoError(t, os.WriteFile(bad, []byte("probes:\n  targets:\n    - name: wal\n      kind: wal\n      dir: /x\n      bogus: 1\n"), 0o600))
 	_, code, err = runCLI(t, "serve", "--config.check", "--config.file", bad)

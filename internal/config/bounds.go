@@ -440,3 +440,49 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	return ByteSize(v), nil
 }
+
+// capacityRates is the rates key: a list, so a row of its own. Each rate
+// is an IOPS over 0 and at most MaxCapacityRate, and each step asks more
+// than the one before: the sweep stops at the first step that breaks the
+// bound, which only means a knee if the load rises.
+var capacityRates = key[Probe]{
+	name: "rates",
+	read: func(n *yaml.Node) error {
+		n = deref(n)
+		if n.Kind != yaml.SequenceNode {
+			return errors.New("want a list of IOPS rates, e.g. [400, 500, 630]")
+		}
+		for _, item := range n.Content {
+			if _, err := ratio.read(deref(item)); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	check: func(p *Probe, n *yaml.Node) (int, string) {
+		if p.Kind != KindCapacity || p.Rates == nil {
+			return 0, ""
+		}
+		line := 0
+		if n != nil {
+			line = n.Line
+		}
+		rates := p.Rates
+		switch {
+		case len(rates) == 0:
+			return line, "an empty list; leave the key out for the default rates"
+		case len(rates) > MaxCapacitySteps:
+			return line, fmt.Sprintf("%d steps; at most %d", len(rates), MaxCapacitySteps)
+		}
+		for i, r := range rates {
+			show := strconv.FormatFloat(r, 'g', -1, 64)
+			if !(r > 0 && r <= MaxCapacityRate) {
+				return line, fmt.Sprintf("%s is not an IOPS rate (a number over 0, at most %d)", show, MaxCapacityRate)
+			}
+			if i > 0 && r <= rates[i-1] {
+				return line, fmt.Sprintf("the rates must rise, and %s follows %s", show, strconv.FormatFloat(rates[i-1], 'g', -1, 64))
+			}
+		}
+		return 0, ""
+	},
+}

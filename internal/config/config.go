@@ -45,7 +45,19 @@ type Probes struct {
 const (
 	KindWAL      = "wal"      // etcd WAL pattern: sequential small writes, fdatasync after each
 	KindRandRead = "randread" // O_DIRECT random reads over a pre-written working set or a block device
+	KindCapacity = "capacity" // a latency-bounded capacity sweep, on a long schedule; never in the defaults
 )
+
+// A capacity probe's patterns: what `check --profile capacity --pattern`
+// offers, one per probe.
+const (
+	CapacityRandRead  = "randread"  // 4 KiB O_DIRECT random reads over a pre-written working set
+	CapacityRandWrite = "randwrite" // 4 KiB O_DIRECT random writes into that working set
+	CapacityWAL       = "wal"       // etcd's WAL appends, an fdatasync after each, one writer
+)
+
+// CapacityPatterns are the patterns, the default first.
+var CapacityPatterns = []string{CapacityRandRead, CapacityRandWrite, CapacityWAL}
 
 // WAL layouts.
 const (
@@ -94,6 +106,15 @@ type Probe struct {
 	// the smallest of theirs. Read probes do not spend it.
 	DailyWriteBudget ByteSize `yaml:"daily_write_budget"`
 
+	// Pattern, MaxP99, Rates and WriteBudget are a capacity probe's sweep,
+	// as check --profile capacity's flags of the same names: the I/O, the
+	// p99 bound, the IOPS asked of each step (nil: the daemon's default
+	// list) and the most one sweep may write.
+	Pattern     string        `yaml:"pattern"`
+	MaxP99      time.Duration `yaml:"max_p99"`
+	Rates       []float64     `yaml:"rates"`
+	WriteBudget ByteSize      `yaml:"write_budget"`
+
 	// Line is where the probe starts in the config file, for error messages.
 	Line int `yaml:"-"`
 }
@@ -115,6 +136,15 @@ const (
 	DefaultStallThreshold   = 5 * time.Second
 	DefaultMinFree          = 1 << 30
 	DefaultDailyWriteBudget = 1_500_000_000
+	// A capacity sweep is load on a production disk: once a day by
+	// default, bounded by its p99 bound and by a write budget of its own.
+	DefaultCapacityInterval    = 24 * time.Hour
+	DefaultCapacityMaxP99      = 10 * time.Millisecond
+	DefaultCapacityWriteBudget = 256 << 20
+	// MaxCapacityRate bounds a step's rate, so its samples (16 bytes each)
+	// take at most 16 MB; MaxCapacitySteps bounds a rate list.
+	MaxCapacityRate  = 1_000_000
+	MaxCapacitySteps = 100
 )
 
 // SamplesPer is the timed ops the probe yields per window on average: each
@@ -285,6 +315,28 @@ func (p *Probe) ApplyProbeDefaults() {
 		if p.SegmentSize == 0 {
 			p.SegmentSize = DefaultSegmentSize
 		}
+	case KindCapacity:
+		if p.Interval == 0 {
+			p.Interval = DefaultCapacityInterval
+		}
+		if p.Pattern == "" {
+			p.Pattern = CapacityRandRead
+		}
+		if p.MaxP99 == 0 {
+			p.MaxP99 = DefaultCapacityMaxP99
+		}
+		if p.WriteBudget == 0 {
+			p.WriteBudget = DefaultCapacityWriteBudget
+		}
+		if p.BlockSize == 0 {
+			p.BlockSize = DefaultReadBlockSize
+			if p.Pattern == CapacityWAL {
+				p.BlockSize = DefaultWALBlockSize
+			}
+		}
+		if p.WorkingSet == 0 && p.Pattern != CapacityWAL {
+			p.WorkingSet = DefaultWorkingSet
+		}
 	case KindRandRead:
 		if p.Interval == 0 {
 			p.Interval = DefaultReadInterval
@@ -308,13 +360,13 @@ func (p *Probe) ApplyProbeDefaults() {
 // the 20-50 ms the end-to-end tests probe at and far above a busy loop.
 var probeKeys = []key[Probe]{
 	field("name", func(p *Probe) *string { return &p.Name }, text, probeName),
-	field("kind", func(p *Probe) *string { return &p.Kind }, text, oneOf(KindWAL, KindRandRead)),
+	field("kind", func(p *Probe) *string { return &p.Kind }, text, oneOf(KindWAL, KindRandRead, KindCapacity)),
 	field("dir", func(p *Probe) *string { return &p.Dir }, text, optional(absPath)),
 	field("device", func(p *Probe) *string { return &p.Device }, text, optional(absPath)),
 	field("etcd_data_dir", func(p *Probe) *string { return &p.EtcdDataDir }, text, optional(absPath)),
 	field("interval", func(p *Probe) *time.Duration { return &p.Interval }, duration, within(10*time.Millisecond, 24*time.Hour)),
 	field("jitter", func(p *Probe) *float64 { return &p.Jitter }, ratio, fraction),
-	field("ops", func(p *Probe) *int { return &p.Ops }, count, within(1, 10_000)),
+	field("ops", func(p *Probe) *int { return unlessCapacity(p, &p.Ops) }, count, within(1, 10_000)),
 	field("block_size", func(p *Probe) *ByteSize { return &p.BlockSize }, size, within[ByteSize](1, MaxBlockSize)),
 	field("layout", func(p *Probe) *string { return &p.Layout }, text, optional(oneOf(LayoutAppend, LayoutOverwrite))),
 	// A pause between timed ops: more than a second is no longer a WAL burst.
@@ -324,6 +376,28 @@ var probeKeys = []key[Probe]{
 	field("stall_threshold", func(p *Probe) *time.Duration { return &p.StallThreshold }, duration, within(10*time.Millisecond, time.Hour)),
 	field("min_free", func(p *Probe) *ByteSize { return &p.MinFree }, size, within[ByteSize](1, 1<<60)),
 	field("daily_write_budget", func(p *Probe) *ByteSize { return &p.DailyWriteBudget }, size, within[ByteSize](1, 1<<60)),
+	field("pattern", func(p *Probe) *string { return onlyCapacity(p, &p.Pattern) }, text, oneOf(CapacityPatterns...)),
+	// A bound under 10µs is below what a syscall costs; over 10 s is no
+	// latency a service waits for.
+	field("max_p99", func(p *Probe) *time.Duration { return onlyCapacity(p, &p.MaxP99) }, duration, within(10*time.Microsecond, 10*time.Second)),
+	capacityRates,
+	field("write_budget", func(p *Probe) *ByteSize { return onlyCapacity(p, &p.WriteBudget) }, size, within[ByteSize](1, 1<<40)),
+}
+
+// onlyCapacity and unlessCapacity leave a key unchecked by its row where
+// the kind has no such setting: validateProbe refuses it there by name.
+func onlyCapacity[V any](p *Probe, v *V) *V {
+	if p.Kind != KindCapacity {
+		return nil
+	}
+	return v
+}
+
+func unlessCapacity[V any](p *Probe, v *V) *V {
+	if p.Kind == KindCapacity {
+		return nil
+	}
+	return v
 }
 
 // Validate applies per-probe defaults and checks every section.
@@ -395,6 +469,8 @@ func (c *Config) validateProbe(i int, p *Probe) error {
 		if burst := ByteSize(p.Ops) * p.BlockSize; p.Layout == LayoutAppend && p.SegmentSize < burst {
 			return refuse("segment_size", "%s does not hold one burst (ops × block_size = %d bytes)", showSize(p.SegmentSize), burst)
 		}
+	case KindCapacity:
+		return c.validateCapacity(p, refuse, func(key string) bool { return src != nil && src[path+"."+key] != nil })
 	case KindRandRead:
 		if (p.Dir == "") == (p.Device == "") {
 			return refuse("dir", "a randread probe needs exactly one of dir or device")
@@ -417,6 +493,54 @@ func (c *Config) validateProbe(i int, p *Probe) error {
 		if p.Device == "" && p.WorkingSet < 2*p.BlockSize {
 			return refuse("working_set", "%d bytes is too small: it must hold 2 blocks of %d bytes", p.WorkingSet, p.BlockSize)
 		}
+	}
+	if p.Kind != KindCapacity {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"pattern", p.Pattern != ""}, {"max_p99", p.MaxP99 != 0}, {"rates", p.Rates != nil}, {"write_budget", p.WriteBudget != 0}} {
+			if k.set {
+				return refuse(k.key, "only capacity probes sweep")
+			}
+		}
+	}
+	return nil
+}
+
+// validateCapacity checks what a capacity probe's kind asks: a directory
+// (it writes its own files), no burst settings, and a working set only for
+// the patterns that read or write one. inFile says whether the file set a
+// key whose default applies to every kind.
+func (c *Config) validateCapacity(p *Probe, refuse func(key, format string, args ...any) error, inFile func(key string) bool) error {
+	switch {
+	case p.Dir == "":
+		return refuse("dir", "required for kind capacity")
+	case p.Device != "":
+		return refuse("device", "a capacity probe sweeps a directory's files; set dir instead")
+	case p.Ops != 0:
+		return refuse("ops", "a capacity probe's steps set their own op counts (at least 1,000 each)")
+	case p.Layout != "":
+		return refuse("layout", "only wal probes have a layout")
+	case p.Gap != nil:
+		return refuse("gap", "a capacity probe's ops come at each step's rate")
+	case p.SegmentSize != 0:
+		return refuse("segment_size", "only wal probes have a segment")
+	case p.EtcdDataDir != "":
+		return refuse("etcd_data_dir", "only wal probes stand in for etcd's WAL")
+	case inFile("daily_write_budget"):
+		return refuse("daily_write_budget", "a capacity probe is bounded by write_budget, per sweep")
+	}
+	if p.Pattern == CapacityWAL {
+		if p.WorkingSet != 0 {
+			return refuse("working_set", "the wal pattern appends to a segment of its own")
+		}
+		return nil
+	}
+	if p.BlockSize%512 != 0 {
+		return refuse("block_size", "%d is not a multiple of 512, which O_DIRECT needs", p.BlockSize)
+	}
+	if p.WorkingSet < 2*p.BlockSize {
+		return refuse("working_set", "%d bytes is too small: it must hold 2 blocks of %d bytes", p.WorkingSet, p.BlockSize)
 	}
 	return nil
 }

@@ -286,13 +286,15 @@ func TestExpressionsUseLiveMetrics(t *testing.T) {
 	})
 	dir := t.TempDir()
 	// The broken probe wants 1000 TB free: every cycle fails (low_space),
-	// so diskcanary_probe_failures_total{reason} exists.
+	// so diskcanary_probe_failures_total{reason} exists. The capacity probe
+	// sweeps one 2-second step within a second of the start.
 	cfg := filepath.Join(t.TempDir(), "diskcanary.yml")
 	writeFile(t, cfg, fmt.Sprintf(`probes:
   targets:
     - {name: wal, kind: wal, dir: %[1]s, interval: 1s, ops: 20, min_free: 1MiB, etcd_data_dir: %[1]s}
     - {name: randread, kind: randread, dir: %[1]s, interval: 1s, ops: 20, working_set: 4MiB, min_free: 1MiB}
     - {name: broken, kind: wal, dir: %[1]s, interval: 1s, ops: 1, min_free: 1000TB}
+    - {name: capacity, kind: capacity, dir: %[1]s, interval: 1h, jitter: 0.0001, rates: [500], max_p99: 1s, working_set: 4MiB, min_free: 1MiB}
 smart:
   smartctl: %[2]s
 `, dir, fake))
@@ -307,7 +309,7 @@ smart:
 		}
 	}
 	want := []string{"diskcanary_fdatasync_duration_seconds", "diskcanary_read_duration_seconds",
-		"diskcanary_probe_failures_total", "diskcanary_disk_reads_completed_total",
+		"diskcanary_probe_failures_total", "diskcanary_disk_reads_completed_total", "diskcanary_capacity_iops",
 		"diskcanary_smart_healthy", "diskcanary_smart_reallocated_sectors", "diskcanary_smart_critical_warning", "diskcanary_smart_available_spare_ratio",
 		"diskcanary_smart_selftest_last_result", "diskcanary_smart_temperature_max_operating_celsius",
 		"diskcanary_smart_command_timeouts_total", "diskcanary_smart_offline_uncorrectable_sectors"}

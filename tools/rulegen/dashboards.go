@@ -553,6 +553,8 @@ func fleetDashboard(p Params) *board {
 		q(fmt.Sprintf(`increase(diskcanary_smart_media_errors_total%s[1d]) > 0`, sel), "")).
 		DataLinks(diskLink).Span(8).Height(8))
 
+	d.capacityPanels(func(ms ...string) string { return d.sel(append([]string{`job=~"$job"`}, ms...)...) })
+
 	d.row("Stalls")
 	d.add(d.table("Stalled targets",
 		"Probe targets with an operation stuck right now: the disk (or the filesystem, or the storage network) does not complete an I/O. Empty is good. Click a row for the on-call view; its disk variable resolves to the probe's disk.",

@@ -54,6 +54,7 @@ func Rules(p Params) RuleFile {
 		contentionRecording(p),
 		etcdRecording(p),
 		smartRecording(p),
+		capacityRecording(p),
 		probeAlerts(p),
 		smartAlerts(p),
 		errorsAlerts(p),

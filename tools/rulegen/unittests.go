@@ -224,6 +224,8 @@ func promtoolFiles(p Params) []promtoolFile {
 		{"self-drift-fdatasync.yml", "4m", selfDriftCases("fdatasync")},
 		{"self-drift-read.yml", "4m", selfDriftCases("read")},
 		{"etcd.yml", "1m", etcdCases()},
+		// A week of daily figures: hourly inputs and evaluations.
+		{"capacity.yml", "1h", capacityCases()},
 	}
 }
 
