@@ -247,6 +247,10 @@ func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime
 		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), work: make(chan slot), timerfd: -1}
 }
 
+// sweepHeadroom is how far the process's memory may grow during a sweep,
+// whose GC is off, before the runtime collects anyway.
+const sweepHeadroom = 256 << 20
+
 // maxSleepSlice bounds one wait of the dispatcher between ops.
 const maxSleepSlice = 100 * time.Millisecond
 
@@ -500,6 +504,12 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	// hang the stop-the-world that restoring GOMAXPROCS needs.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))
+	// With the GC off, a memory limit is what still collects: in the
+	// daemon, scrapes and collectors go on allocating during a sweep, so
+	// the heap may grow by sweepHeadroom and no more.
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(min(debug.SetMemoryLimit(-1), int64(ms.Sys)+sweepHeadroom)))
 
 	fls := make([]*inflight, pool)
 	for i := range fls {

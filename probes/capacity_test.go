@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,6 +221,7 @@ func TestCapacityBytesPerOp(t *testing.T) {
 // takes as laid out.
 func TestCapacityRandWrite(t *testing.T) {
 	dir := t.TempDir()
+	limit := debug.SetMemoryLimit(-1)
 	res, err := Capacity(context.Background(), CapacityOptions{Dir: dir, Pattern: CapacityRandWrite, BlockSize: 4096, WorkingSet: 1 << 20,
 		Rates: []float64{50, 100}, MaxP99: time.Second, Concurrency: 4, MinStepOps: 50, MinStepTime: time.Millisecond,
 		AllowUnsafeFS: true, KeepWorkingSet: true})
@@ -228,6 +230,7 @@ func TestCapacityRandWrite(t *testing.T) {
 	require.Len(t, res.Steps, 2)
 	require.Equal(t, int64(100*4096), res.Written)
 	require.False(t, res.BudgetEnded)
+	require.Equal(t, limit, debug.SetMemoryLimit(-1), "the sweep's memory limit is lifted after it")
 	require.Equal(t, filepath.Join(dir, ".diskcanary-check-readset"), res.WorkingSetFile)
 	d, err := openDirSite(dir, "/proc", "/sys", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
