@@ -149,10 +149,12 @@ etcd_disk_wal_fsync_duration_seconds_count%[4]s`, canaryKey, p.deviceLabels(), j
 )`, j, p.deviceUtilization(w), inst, joins, ruleEtcdCanaryTarget)},
 		// Each workload's share of the bytes moved on the disks under the
 		// canary (so under etcd's data) over the window, never the daemon's
-		// probes, "other" (many cgroups) or etcd itself (EtcdWorkload): the
-		// contention rules are per device, the verdict per node.
+		// probes, "other" (many cgroups), the root cgroup (kernel threads:
+		// the journal and writeback, for every cgroup) or etcd itself
+		// (EtcdWorkload): the contention rules are per device, the verdict
+		// per node.
 		Rule{Record: ruleEtcdNeighbourShare, Expr: fmt.Sprintf(`max by (%[1]s, workload) (
-  %[2]s{%[3]s, workload!~%[4]q}
+  %[2]s{%[3]s, workload!="/", workload!~%[4]q}
   * on (%[5]s) group_left (%[6]s)
   label_replace(
     max by (%[7]s, disk, %[6]s) (
@@ -332,7 +334,7 @@ type etcdMember struct {
 	// and "peer".
 	id, peer string
 	// Bytes a minute each workload writes on sda, the disk under the
-	// canary (a unit's cgroup is /system.slice/<workload>).
+	// canary (a unit's cgroup is /system.slice/<workload>; "/" the root).
 	io map[string]int
 }
 
@@ -446,7 +448,11 @@ func (m etcdMember) series(n int) []series {
 		s(`diskcanary_disk_io_time_seconds_total{`+dc+`, device="sda"}`, fmt.Sprintf("0+%dx%d", util, n)),
 	)
 	for _, w := range slices.Sorted(maps.Keys(m.io)) {
-		out = append(out, s(fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, device="sda", workload="%s", cgroup="/system.slice/%s", op="write"}`, dc, w, w), fmt.Sprintf("0+%dx%d", m.io[w], n))...)
+		cgroup := "/system.slice/" + w
+		if w == "/" {
+			cgroup = w
+		}
+		out = append(out, s(fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, device="sda", workload="%s", cgroup="%s", op="write"}`, dc, w, cgroup), fmt.Sprintf("0+%dx%d", m.io[w], n))...)
 	}
 	if m.otherWAL {
 		out = concat(out,
@@ -506,6 +512,7 @@ func etcdCases() []alertCase {
 	dominating := map[string]int{"backup.service": 48 << 20, "etcd.service": 6 << 20, "diskcanary": 6 << 20} // 80, 10, 10 %
 	small := map[string]int{"backup.service": 12 << 20, "etcd.service": 42 << 20, "diskcanary": 6 << 20}     // 20, 70, 10 %
 	self := map[string]int{"diskcanary": 54 << 20, "backup.service": 6 << 20}                                // 90, 10 %
+	root := map[string]int{"/": 54 << 20, "backup.service": 6 << 20}                                         // 90, 10 %
 	etcdOwn := map[string]int{"etcd.service": 54 << 20, "backup.service": 6 << 20}                           // 90, 10 %
 	// etcd and its canary slow, the disk busy or not, these workloads on it.
 	neighbourOf := func(busy bool, io map[string]int) etcdMember {
@@ -576,6 +583,7 @@ func etcdCases() []alertCase {
 		alone("a disk not busy, one workload at 80 % of its few bytes: disk, not the neighbour", neighbourOf(false, dominating), causeDisk),
 		alone("a busy disk, the daemon's own probes at 90 % of its bytes: contention, the daemon never blamed", neighbourOf(true, self), causeContention),
 		alone("a busy disk, etcd itself at 90 % of its bytes: contention, etcd not its own neighbour", neighbourOf(true, etcdOwn), causeContention),
+		alone("a busy disk, the root cgroup (the journal, writeback) at 90 % of its bytes: contention", neighbourOf(true, root), causeContention),
 		alone("a busy disk, one workload at 80 %, the canary and etcd fine: healthy", etcdMember{node: "n1", busy: true, io: dominating}, causeHealthy),
 		{name: "two causes: a noisy neighbour and the network", input: one(etcdMember{node: "n1", etcdSlow: true, canarySlow: true, busy: true, io: dominating, rttSlowFrom: 14}),
 			expr: []exprTest{{Expr: fmt.Sprintf(`%s{node="n1"}`, ruleEtcdVerdict), EvalTime: "20m", ExpSamples: append(verdict("n1", causeNetwork),
