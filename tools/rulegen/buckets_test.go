@@ -142,7 +142,7 @@ func TestQuantileThresholdsAreBucketEdges(t *testing.T) {
 		"DiskcanaryFdatasyncCritical": {1},
 		"DiskcanaryReadSlow":          {0.025},
 		"device_workload:diskcanary_cgroup_io_bytes:suspects_top3_rate15m": {0.01, 0.025},
-		"node:diskcanary_etcd_verdict:info":                                {0.01, 0.01, 0.01, 0.01, 0.01, 0.01},
+		"node:diskcanary_etcd_verdict:info":                                {0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01},
 		// The canary's sample gate reads slow on fewer samples.
 		"node:diskcanary_fdatasync_duration_seconds:p99_max": {0.01},
 		"target:diskcanary_probe_attribution:info":           {0.01, 0.01, 0.01, 0.01, 0.01, 0.025, 0.025, 0.025, 0.025, 0.025},

@@ -809,7 +809,7 @@ func nodeDashboard(p Params) *board {
 
 func etcdDashboard(p Params) *board {
 	d := newBoard(p, dashboardEtcd,
-		"Is it the disk? One verdict per etcd member (disk, contention, network, cpu, etcd, healthy) from etcd's own metrics and the diskcanary canary on the same node, the evidence under it, and whether the disk meets etcd's bar.")
+		"Is it the disk? One verdict per etcd member (disk, contention, noisy neighbour, network, cpu, etcd, healthy) from etcd's own metrics and the diskcanary canary on the same node, the evidence under it, and whether the disk meets etcd's bar.")
 	d.clusterVar()
 	d.queryVar("job", "diskcanary job", "diskcanary's scrape job.", "label_values(diskcanary_build_info"+d.sel()+", job)", varOpts{})
 	d.queryVar("instance", "Instance", "diskcanary exporters with a WAL probe target.", "label_values(diskcanary_probe_target_info"+d.sel(`job="$job"`, `kind="wal"`)+", instance)", varOpts{multi: true, all: true})
@@ -823,10 +823,12 @@ func etcdDashboard(p Params) *board {
 	window := promDuration(p.EtcdWindow)
 	d.row("Verdict: is it the disk?")
 	d.add(d.table("Verdict per etcd member (DiskcanaryEtcdDegraded after "+promDuration(p.EtcdDegradedFor)+")",
-		"Per etcd member, a row for each cause that holds: disk (the canary on etcd's disk slow or stalled, the disk not busy), contention (the same, the disk busy), network, cpu, etcd (etcd slow on its own); or healthy. No row: not enough samples to say (a hung disk before its canary stalls)."+noEtcd,
+		fmt.Sprintf("Per etcd member, a row for each cause that holds: disk (the canary on etcd's disk slow or stalled, the disk not busy), contention (the same, the disk busy), noisy neighbour (the same, one workload, not etcd, moving over %s of the disk's bytes: the Workload column names it), network, cpu, etcd (etcd slow on its own); or healthy. No row: not enough samples to say (a hung disk before its canary stalls).", pct(p.EtcdNeighbourShare))+noEtcd,
 		[]column{col(node, "Node", ""), col("cause", "Verdict", "").mapped(valueMap(
 			mapped{causeHealthy, "healthy", "green"}, mapped{causeDisk, "disk", "red"}, mapped{causeContention, "contention on the disk", "orange"},
+			mapped{causeNeighbour, "noisy neighbour", "orange"},
 			mapped{causeNetwork, "network", "orange"}, mapped{causeCPU, "cpu", "orange"}, mapped{causeEtcd, "etcd itself", "orange"})),
+			col("workload", "Workload", ""),
 			hide("Value"), hide(p.ClusterLabel)},
 		q(fmt.Sprintf("%s%s", ruleEtcdVerdict, ni), "")).Span(8).Height(8))
 	d.add(d.table("Evidence per member ("+window+")",

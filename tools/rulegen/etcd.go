@@ -2,6 +2,7 @@ package rulegen
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -30,17 +31,19 @@ const (
 	ruleEtcdCanaryP99         = "node:diskcanary_fdatasync_duration_seconds:p99_max"
 	ruleEtcdCanaryStalled     = "node:diskcanary_etcd_canary_stalled:max"
 	ruleEtcdCanaryBusy        = "node:diskcanary_wal_device_utilization:max"
+	ruleEtcdNeighbourShare    = "node_workload:diskcanary_cgroup_io_bytes:etcd_disk_share"
 	ruleEtcdCPUPressure       = "node:diskcanary_pressure_cpu_waiting:ratio"
 	ruleEtcdVerdict           = "node:diskcanary_etcd_verdict:info"
 )
 
 // etcd verdict causes.
 const (
-	causeDisk       = "disk"       // the canary on etcd's disk slow or stalled (etcd's fsync not fine), the disk not busy
-	causeContention = "contention" // the same while the disk is busy (etcd or another writer)
-	causeNetwork    = "network"    // a peer round trip slow and either new or failing
-	causeCPU        = "cpu"        // etcd slow or in trouble while the node is short of CPU
-	causeEtcd       = "etcd"       // etcd's own fsync slow with the canary fine, or trouble with nothing else to blame
+	causeDisk       = "disk"            // the canary on etcd's disk slow or stalled (etcd's fsync not fine), the disk not busy
+	causeContention = "contention"      // the same while the disk is busy (etcd or another writer)
+	causeNeighbour  = "noisy_neighbour" // contention where one workload, not etcd nor the daemon, moved most of the disk's bytes (label workload)
+	causeNetwork    = "network"         // a peer round trip slow and either new or failing
+	causeCPU        = "cpu"             // etcd slow or in trouble while the node is short of CPU
+	causeEtcd       = "etcd"            // etcd's own fsync slow with the canary fine, or trouble with nothing else to blame
 	causeHealthy    = "healthy"
 )
 
@@ -144,6 +147,24 @@ etcd_disk_wal_fsync_duration_seconds_count%[4]s`, canaryKey, p.deviceLabels(), j
   * on (%[3]s, device) group_left (%[4]s)
   max by (%[3]s, device, %[4]s) (%[5]s)
 )`, j, p.deviceUtilization(w), inst, joins, ruleEtcdCanaryTarget)},
+		// Each workload's share of the bytes moved on the disks under the
+		// canary (so under etcd's data) over the window, never the daemon's
+		// probes, "other" (many cgroups), the root cgroup (kernel threads:
+		// the journal and writeback, for every cgroup) or etcd itself
+		// (EtcdWorkload): the contention rules are per device, the verdict
+		// per node.
+		Rule{Record: ruleEtcdNeighbourShare, Expr: fmt.Sprintf(`max by (%[1]s, workload) (
+  %[2]s{%[3]s, workload!="/", workload!~%[4]q}
+  * on (%[5]s) group_left (%[6]s)
+  label_replace(
+    max by (%[7]s, disk, %[6]s) (
+      diskcanary_disk_parent_info
+      * on (%[7]s, device) group_left (%[6]s)
+      max by (%[7]s, device, %[6]s) (%[8]s)
+    ),
+    "device", "$1", "disk", "(.+)"
+  )
+)`, j, ruleWorkloadShare(p.EtcdWindow), notCulprit, p.EtcdWorkload, p.deviceLabels(), joins, inst, ruleEtcdCanaryTarget)},
 		Rule{Record: ruleEtcdCPUPressure, Expr: fmt.Sprintf("max by (%s) (rate(diskcanary_pressure_cpu_waiting_seconds_total[%s]))", j, w)},
 	)
 
@@ -170,9 +191,14 @@ etcd_disk_wal_fsync_duration_seconds_count%[4]s`, canaryKey, p.deviceLabels(), j
 	// reading fine against it), or stalled. A stalled canary is the disk
 	// whatever the utilisation: requests stuck in flight count as busy.
 	diskSlow := fmt.Sprintf("(\n%s\nunless %s\n%s\n)", canarySlow, on, etcdFine)
+	// A busy disk is a noisy neighbour's when one workload moved more
+	// than EtcdNeighbourShare of its bytes; the verdict names it.
+	contended := fmt.Sprintf("(\n%s\nand %s\n%s\nunless %s\n%s\n)", diskSlow, on, busy, on, stalled)
+	neighbour := fmt.Sprintf("group by (%s, workload) (%s > %s)", j, ruleEtcdNeighbourShare, num(p.EtcdNeighbourShare))
 	causes := []struct{ cause, expr string }{
 		{causeDisk, fmt.Sprintf("%s\nunless %s\n%s\nor\n%s", diskSlow, on, busy, stalled)},
-		{causeContention, fmt.Sprintf("%s\nand %s\n%s\nunless %s\n%s", diskSlow, on, busy, on, stalled)},
+		{causeNeighbour, fmt.Sprintf("%s\nand %s\n%s", neighbour, on, contended)},
+		{causeContention, fmt.Sprintf("%s\nunless %s\n%s", contended, on, neighbour)},
 		{causeNetwork, netSlow},
 		{causeCPU, fmt.Sprintf("(\n%s\nor\n%s\n)\nand %s\n%s", trouble, etcdSlow, on, cpuShort)},
 		// Slow fsyncs the canary beside it does not see: etcd's own load
@@ -196,14 +222,9 @@ etcd_disk_wal_fsync_duration_seconds_count%[4]s`, canaryKey, p.deviceLabels(), j
 // etcdEvidence renders the figures behind a verdict into an alert text:
 // the recorded values for the alert's node, each only when present.
 func (p Params) etcdEvidence() string {
-	var sel, args []string
-	for _, l := range strings.Split(p.etcdJoin(), ", ") {
-		sel = append(sel, l+"=%q")
-		args = append(args, "$labels."+l)
-	}
 	with := func(rule, body string) string {
 		return fmt.Sprintf(`{{ with printf "%s{%s}" %s | query }}{{ with first . }}%s{{ end }}{{ end }}`,
-			rule, strings.Join(sel, ","), strings.Join(args, " "), body)
+			rule, p.etcdLabelsFormat(), p.etcdLabelsArgs(), body)
 	}
 	q := func(rule, what, format string) string {
 		return with(rule, fmt.Sprintf(" %s {{ .Value | %s }};", what, format))
@@ -224,6 +245,24 @@ func (p Params) etcdEvidence() string {
 		q(ruleEtcdCPUPressure, "CPU pressure", "humanizePercentage")
 }
 
+// etcdLabelsFormat and etcdLabelsArgs select an alert's node in a query
+// an alert text makes: the join labels as printf's format and arguments.
+func (p Params) etcdLabelsFormat() string {
+	var sel []string
+	for _, l := range strings.Split(p.etcdJoin(), ", ") {
+		sel = append(sel, l+"=%q")
+	}
+	return strings.Join(sel, ",")
+}
+
+func (p Params) etcdLabelsArgs() string {
+	var args []string
+	for _, l := range strings.Split(p.etcdJoin(), ", ") {
+		args = append(args, "$labels."+l)
+	}
+	return strings.Join(args, " ")
+}
+
 // etcdTroubleText names what counts as trouble.
 func (p Params) etcdTroubleText() string {
 	return fmt.Sprintf("%s or more slow applies a second, %d or more leader changes in %s, or heartbeats sent late",
@@ -234,6 +273,8 @@ func (p Params) etcdTroubleText() string {
 func (p Params) etcdCauseText() string {
 	return `{{ if eq $labels.cause "disk" }}the disk: the canary on etcd's disk is slow or its I/O stalled, etcd's own fsync does not read fine against it, and the disk is not busy — the storage itself (device, its controller, or the stack above it: see the canary's own alerts for which).` +
 		`{{ else if eq $labels.cause "contention" }}contention on the disk: the canary on etcd's disk is slow, etcd's own fsync does not read fine against it, and the disk is busy (` + fmt.Sprintf("%g", p.EtcdBusyUtilization*100) + ` %+ utilised) — etcd's own writes or another workload on the same disk.` +
+		`{{ else if eq $labels.cause "noisy_neighbour" }}a noisy neighbour: the canary on etcd's disk is slow, etcd's own fsync does not read fine against it, the disk is busy (` + fmt.Sprintf("%g", p.EtcdBusyUtilization*100) + ` %+ utilised), and one workload, {{ $labels.workload }}, moved more than ` + fmt.Sprintf("%g", p.EtcdNeighbourShare*100) + ` % of the bytes on it` +
+		`{{ with printf "` + ruleEtcdNeighbourShare + `{` + p.etcdLabelsFormat() + `,workload=%q}" ` + p.etcdLabelsArgs() + ` $labels.workload | query }}{{ with first . }} ({{ .Value | humanizePercentage }}){{ end }}{{ end }}.` +
 		`{{ else if eq $labels.cause "network" }}the network: a round trip between this member and a peer has a p99 over ` + human(p.EtcdPeerRTTSlow) + `, and it is over ` + num(p.EtcdPeerRTTFactor) + `× its median of the last ` + promDuration(p.EtcdPeerRTTBaselineWindow) + ` or peer messages fail.` +
 		`{{ else if eq $labels.cause "cpu" }}CPU: etcd's fsync is slow or it is in trouble (` + p.etcdTroubleText() + `), and tasks on the node wait for a CPU ` + fmt.Sprintf("%g", p.EtcdCPUPressure*100) + ` %+ of the time.` +
 		`{{ else }}etcd itself: its own fsync is slow while the canary on its disk is fine, or it is in trouble (` + p.etcdTroubleText() + `) with disk, network and CPU fine — etcd's own load (large requests, defragmentation, compaction).{{ end }}`
@@ -292,6 +333,9 @@ type etcdMember struct {
 	// The member's etcd_server_id and its peer's (To), default "id-"+node
 	// and "peer".
 	id, peer string
+	// Bytes a minute each workload writes on sda, the disk under the
+	// canary (a unit's cgroup is /system.slice/<workload>; "/" the root).
+	io map[string]int
 }
 
 // perMinute is a counter's values from minute 0 to n, growing by add(i)
@@ -403,6 +447,13 @@ func (m etcdMember) series(n int) []series {
 		s(`diskcanary_disk_parent_info{`+dc+`, device="sda1", disk="sda"}`, fmt.Sprintf("1x%d", n)),
 		s(`diskcanary_disk_io_time_seconds_total{`+dc+`, device="sda"}`, fmt.Sprintf("0+%dx%d", util, n)),
 	)
+	for _, w := range slices.Sorted(maps.Keys(m.io)) {
+		cgroup := "/system.slice/" + w
+		if w == "/" {
+			cgroup = w
+		}
+		out = append(out, s(fmt.Sprintf(`diskcanary_cgroup_io_bytes_total{%s, device="sda", workload="%s", cgroup="%s", op="write"}`, dc, w, cgroup), fmt.Sprintf("0+%dx%d", m.io[w], n))...)
+	}
 	if m.otherWAL {
 		out = concat(out,
 			twoSpeed(fdsMetric, dc+`, probe="elsewhere", path="/srv/canary", device="sdb"`, n, [2]string{"0.0005", "0.001"}, [2]string{"0.025", "0.05"}, samples(true, 0)),
@@ -457,6 +508,16 @@ func etcdCases() []alertCase {
 	hung := etcdMember{node: "n1", hungAt: 12}
 	tooSlow := etcdMember{node: "n1", etcdSlow: true, etcdRate: 2, canarySlow: true, canaryRate: 2}
 	unrelated := etcdMember{node: "n1", etcdSlow: true, otherWAL: true, declared: true}
+	// Bytes a minute on the disk under the canary, by workload.
+	dominating := map[string]int{"backup.service": 48 << 20, "etcd.service": 6 << 20, "diskcanary": 6 << 20} // 80, 10, 10 %
+	small := map[string]int{"backup.service": 12 << 20, "etcd.service": 42 << 20, "diskcanary": 6 << 20}     // 20, 70, 10 %
+	self := map[string]int{"diskcanary": 54 << 20, "backup.service": 6 << 20}                                // 90, 10 %
+	root := map[string]int{"/": 54 << 20, "backup.service": 6 << 20}                                         // 90, 10 %
+	etcdOwn := map[string]int{"etcd.service": 54 << 20, "backup.service": 6 << 20}                           // 90, 10 %
+	// etcd and its canary slow, the disk busy or not, these workloads on it.
+	neighbourOf := func(busy bool, io map[string]int) etcdMember {
+		return etcdMember{node: "n1", etcdSlow: true, canarySlow: true, busy: busy, io: io}
+	}
 	var want []expSample
 	for _, v := range [][]string{{"n1", causeDisk}, {"n2", causeContention}, {"n3", causeNetwork}, {"n4", causeCPU}, {"n5", causeEtcd}, {"n6", causeEtcd}, {"n7", causeHealthy}} {
 		want = append(want, verdict(v[0], v[1])...)
@@ -509,6 +570,24 @@ func etcdCases() []alertCase {
 		alone("two causes: the disk and the network", etcdMember{node: "n1", etcdSlow: true, canarySlow: true, rttSlowFrom: 14}, causeDisk, causeNetwork),
 		alone("two causes: the disk and CPU", etcdMember{node: "n1", etcdSlow: true, canarySlow: true, cpuShort: true}, causeCPU, causeDisk),
 		alone("two causes: contention and the network", etcdMember{node: "n1", etcdSlow: true, canarySlow: true, busy: true, rttSlowFrom: 14}, causeContention, causeNetwork),
+		{name: "a busy disk, one workload moving 80 % of its bytes: noisy_neighbour naming it", input: one(neighbourOf(true, dominating)),
+			expr: []exprTest{
+				{Expr: fmt.Sprintf(`%s{node="n1"}`, ruleEtcdVerdict), EvalTime: "20m", ExpSamples: []expSample{
+					{fmt.Sprintf(`%s{cause="%s", node="n1", workload="backup.service"}`, ruleEtcdVerdict, causeNeighbour), 1}}},
+				near(ruleEtcdNeighbourShare+`{workload="backup.service"}`, "20m", `node="n1", workload="backup.service"`, 0.8),
+				// The daemon's probes and etcd itself have no share to blame.
+				{Expr: ruleEtcdNeighbourShare + `{workload=~"diskcanary|etcd.service"}`, EvalTime: "20m"},
+			}},
+		alone("a busy disk, the busiest other workload at 20 % (etcd 70 %): contention", neighbourOf(true, small), causeContention),
+		alone("a disk not busy, a workload at 20 % of its bytes: disk", neighbourOf(false, small), causeDisk),
+		alone("a disk not busy, one workload at 80 % of its few bytes: disk, not the neighbour", neighbourOf(false, dominating), causeDisk),
+		alone("a busy disk, the daemon's own probes at 90 % of its bytes: contention, the daemon never blamed", neighbourOf(true, self), causeContention),
+		alone("a busy disk, etcd itself at 90 % of its bytes: contention, etcd not its own neighbour", neighbourOf(true, etcdOwn), causeContention),
+		alone("a busy disk, the root cgroup (the journal, writeback) at 90 % of its bytes: contention", neighbourOf(true, root), causeContention),
+		alone("a busy disk, one workload at 80 %, the canary and etcd fine: healthy", etcdMember{node: "n1", busy: true, io: dominating}, causeHealthy),
+		{name: "two causes: a noisy neighbour and the network", input: one(etcdMember{node: "n1", etcdSlow: true, canarySlow: true, busy: true, io: dominating, rttSlowFrom: 14}),
+			expr: []exprTest{{Expr: fmt.Sprintf(`%s{node="n1"}`, ruleEtcdVerdict), EvalTime: "20m", ExpSamples: append(verdict("n1", causeNetwork),
+				expSample{fmt.Sprintf(`%s{cause="%s", node="n1", workload="backup.service"}`, ruleEtcdVerdict, causeNeighbour), 1})}}},
 		// The member behind a slow link: its own round trips are fast, its
 		// peer's to it slow; both read network.
 		{name: "the member behind a slow link reads network from its peer's round trips",
@@ -522,6 +601,11 @@ func etcdCases() []alertCase {
 			fire:  []string{`node="n1", cause="disk"`},
 			description: "The etcd member on n1 is degraded. Cause: " + etcdCauseDiskText +
 				" Evidence (5m): etcd WAL fsync p99 31.84ms; canary fdatasync p99 49.75ms; etcd backend commit p99 3.98ms; worst peer round-trip p99 1.592ms; its median over 24h 1.592ms; slow applies a second 0; leader changes in 15m 0; heartbeats sent late 0; canary disk busy 10%; CPU pressure 5%;"},
+		{name: "a busy disk, one workload moving 80 % of its bytes: degraded, cause noisy_neighbour naming it", alert: "DiskcanaryEtcdDegraded", at: "20m",
+			input: one(neighbourOf(true, dominating)),
+			fire:  []string{`node="n1", cause="noisy_neighbour", workload="backup.service"`},
+			description: "The etcd member on n1 is degraded. Cause: a noisy neighbour: the canary on etcd's disk is slow, etcd's own fsync does not read fine against it, the disk is busy (50 %+ utilised), and one workload, backup.service, moved more than 50 % of the bytes on it (80%)." +
+				" Evidence (5m): etcd WAL fsync p99 31.84ms; canary fdatasync p99 49.75ms; etcd backend commit p99 3.98ms; worst peer round-trip p99 1.592ms; its median over 24h 1.592ms; slow applies a second 0; leader changes in 15m 0; heartbeats sent late 0; canary disk busy 80%; CPU pressure 5%;"},
 		{name: "the disk hangs: degraded, cause disk", alert: "DiskcanaryEtcdDegraded", at: "20m",
 			input: one(hung),
 			fire:  []string{`node="n1", cause="disk"`},

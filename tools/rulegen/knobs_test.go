@@ -20,7 +20,7 @@ func TestRuleTemplateHoldsEveryKnob(t *testing.T) {
 	got := text(tmpl)
 	for placeholder, count := range map[string]int{
 		"[[grafanaURL]]": 41, "[[jobSelector]]": 1,
-		"[[fdatasyncSlowSeconds]]": 23, "[[fdatasyncSlowSeconds.human]]": 2,
+		"[[fdatasyncSlowSeconds]]": 25, "[[fdatasyncSlowSeconds.human]]": 2,
 		"[[readSlowSeconds]]": 7, "[[readSlowSeconds.human]]": 2,
 		"[[smartTemperatureCelsius]]": 2,
 		"[[wearWarningRatio]]":        1, "[[wearWarningRatio.percent]]": 2,

@@ -132,6 +132,13 @@ type Params struct {
 	EtcdSlowApplyRate       float64
 	EtcdLeaderChanges       int
 	EtcdLeaderChangesWindow time.Duration
+	// A busy disk under etcd is a noisy neighbour's when one workload
+	// moved more than EtcdNeighbourShare of its bytes over the window.
+	// EtcdWorkload (a regex on the contention part's workload label) is
+	// etcd itself, never its own neighbour; on Kubernetes its workload is
+	// its pod's UID, which a regex cannot know in advance.
+	EtcdNeighbourShare float64
+	EtcdWorkload       string
 	// JobSelector selects the exporters' scrape job in up{} (exporter-down alert).
 	JobSelector string
 	// TargetLabels identify one probe target and are kept on every
@@ -212,6 +219,8 @@ func Defaults() Params {
 		EtcdSlowApplyRate:         0.1,
 		EtcdLeaderChanges:         4,
 		EtcdLeaderChangesWindow:   15 * time.Minute,
+		EtcdNeighbourShare:        0.5,
+		EtcdWorkload:              ".*etcd.*",
 		JobSelector:               `job="diskcanary"`,
 		TargetLabels:              []string{"job", "instance", "node", "probe", "path", "device"},
 		ClusterLabel:              "cluster",
@@ -286,6 +295,8 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&p.EtcdSlowApplyRate, "etcd.slow-apply-rate", p.EtcdSlowApplyRate, "slow applies a second (over the etcd window) at which etcd is in trouble")
 	fs.IntVar(&p.EtcdLeaderChanges, "etcd.leader-changes", p.EtcdLeaderChanges, "leader changes within etcd.leader-changes-window at which etcd is in trouble")
 	fs.DurationVar(&p.EtcdLeaderChangesWindow, "etcd.leader-changes-window", p.EtcdLeaderChangesWindow, "window of etcd.leader-changes")
+	fs.Float64Var(&p.EtcdNeighbourShare, "etcd.neighbour-share", p.EtcdNeighbourShare, "share of the bytes on etcd's busy disk above which one workload is the noisy neighbour the verdict names")
+	fs.StringVar(&p.EtcdWorkload, "etcd.workload", p.EtcdWorkload, "regex on the contention workload label matching etcd itself (never named as its own noisy neighbour)")
 	fs.StringVar(&p.JobSelector, "job-selector", p.JobSelector, "label matchers selecting the diskcanary scrape job in up{}")
 	fs.Var(stringList{&p.TargetLabels}, "target-labels", "comma-separated labels that identify one probe target")
 	fs.StringVar(&p.ClusterLabel, "cluster-label", p.ClusterLabel, "label naming the cluster, kept through every aggregation and join (\"\": none)")

@@ -17,7 +17,6 @@ var exportedRules = map[string]string{
 	ruleWorkloadTop(latencyWindow):      "the three busiest workloads per disk over the latency alerts' window (docs/alerts.md)",
 	ruleWorkloadSuspects(latencyWindow): "the busiest three on the disks under a slow probe target: who was on a disk while its p99 rose (docs/alerts.md)",
 	ruleWorkloadTop(5 * time.Minute):    "the three busiest workloads per disk over the etcd verdict's window (docs/alerts.md)",
-	ruleWorkloadShare(5 * time.Minute):  "each workload's share of a disk's bytes over the etcd verdict's window (docs/alerts.md)",
 	ruleWorkloadOps(5 * time.Minute):    "each workload's operations a second over the etcd verdict's window (docs/alerts.md)",
 }
 

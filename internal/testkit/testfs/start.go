@@ -81,6 +81,9 @@ func Start(tb testkit.TB, backing string, args ...string) *Mounted {
 	return m
 }
 
+// Pid is the test filesystem server's process ID.
+func (m *Mounted) Pid() int { return m.cmd.Process.Pid }
+
 // Do sends a control command and fails the test on error. A hang is
 // released at cleanup before anything the test started after the mount is
 // stopped: cleanups run last-registered first, so a test that fails while
