@@ -100,7 +100,7 @@ func fleetScale(r *run, p params) bool {
 	fmt.Printf("fleet-scale: N = %v, %v each (medians over the last %v), clusters of %d, %g slow; %s\n",
 		p.Nodes, p.Duration, p.Steady, p.PerCluster, p.Slow, promVersion)
 
-	var results []string
+	var results, loads []string
 	firstLog := ""
 	for _, n := range p.Nodes {
 		t0 := time.Now()
@@ -161,6 +161,7 @@ scrape_configs:
 			r.Fatalf("prometheus did not start")
 		}
 		start := time.Now()
+		loadStart := loadAverage()
 		report := []string{"report", "-prometheus", "http://" + promAddr, "-nodes", strconv.Itoa(n), "-start", strconv.FormatInt(start.Unix(), 10)}
 		for left := time.Until(start.Add(p.Duration)); left > 0; left = time.Until(start.Add(p.Duration)) {
 			time.Sleep(min(left, 5*time.Minute))
@@ -171,6 +172,8 @@ scrape_configs:
 		result := filepath.Join(run, "result.json")
 		r.exec(fleetsim, append(report, "-steady", p.Steady.String(), "-wall", strconv.Itoa(int(time.Since(t0).Seconds())), "-out", result)...)
 		results = append(results, result)
+		// Other jobs on the machine slow the groups down: the loads beside the figures.
+		loads = append(loads, fmt.Sprintf("N=%d: %s at the start, %s at the end", n, loadStart, loadAverage()))
 		stopProcess(prom)
 		stopProcess(sim)
 		os.RemoveAll(data)
@@ -187,6 +190,7 @@ scrape_configs:
 		time.Now().UTC().Format("2006-01-02"), machine(), rev, time.Since(wall0).Round(time.Minute))
 	r.printf("One fleetsim process serves every node: %s (first run).\n\n", firstLog)
 	r.printf("%s", r.exec(fleetsim, append([]string{"table"}, results...)...))
+	r.printf("Load average (1, 5, 15 min) %s.\n", strings.Join(loads, "; "))
 	return true
 }
 

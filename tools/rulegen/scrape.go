@@ -36,7 +36,7 @@ var ScrapeDrops = []ScrapeDrop{
 		"the collectors' own diagnostics, for a person on the node"},
 	{[]string{"__name__"}, `diskcanary_smartctl_(available|exit_status|exit_status_bit)|diskcanary_smart_(scan_success|scan_dropped_devices|selftest_in_progress|temperature_critical_celsius|power_on_seconds_total|power_cycles_total|unsafe_shutdowns_total|read_bytes_total|written_bytes_total|error_log_entries_total|selftest_failed_lba|selftest_last_age_seconds)|diskcanary_smart_attribute_(raw|value|worst|threshold)`,
 		"SMART attributes and smartctl diagnostics no alert or panel reads: the health alerts read the named figures (reallocated, pending, wear...), not the ATA attribute table"},
-	{[]string{"__name__"}, `diskcanary_pressure_(available|io_waiting_seconds_total|io_stalled_seconds_total)|diskcanary_hung_tasks_total|diskcanary_kernel_log_records_total|diskcanary_filesystem_(first|last)_error_timestamp_seconds|diskcanary_probe_(inflight_seconds|read_bytes_total)`,
+	{[]string{"__name__"}, `diskcanary_pressure_(available|io_waiting_seconds_total|io_stalled_seconds_total)|diskcanary_hung_tasks_total|diskcanary_kernel_log_(records|suppressed)_total|diskcanary_filesystem_(first|last)_error_timestamp_seconds|diskcanary_probe_(inflight_seconds|read_bytes_total)`,
 		"node diagnostics no alert or panel reads (the etcd verdict reads CPU pressure only; the errors alerts the error counters)"},
 }
 
