@@ -87,6 +87,9 @@ func fleetScale(r *run, p params) bool {
 		rev += " (rules modified)"
 	}
 	r.exec("promtool", "check", "rules", rules)
+	// The diskcanary job drops what the shipped scrape configurations drop:
+	// the series no alert, rule or dashboard reads.
+	drops := shippedDrops(r)
 
 	daemonTpl := r.daemonTemplate(tmp)
 	simArgs := []string{"-template", daemonTpl}
@@ -97,7 +100,7 @@ func fleetScale(r *run, p params) bool {
 	fmt.Printf("fleet-scale: N = %v, %v each (medians over the last %v), clusters of %d, %g slow; %s\n",
 		p.Nodes, p.Duration, p.Steady, p.PerCluster, p.Slow, promVersion)
 
-	var results []string
+	var results, loads []string
 	firstLog := ""
 	for _, n := range p.Nodes {
 		t0 := time.Now()
@@ -119,7 +122,7 @@ rule_files: [%s]
 scrape_configs:
   - job_name: diskcanary
     file_sd_configs: [{files: [%s/diskcanary.json]}]
-  - job_name: etcd
+%s  - job_name: etcd
     file_sd_configs: [{files: [%s/etcd.json]}]
   - job_name: prometheus
     scrape_interval: 15s
@@ -127,7 +130,7 @@ scrape_configs:
   - job_name: fleetsim
     scrape_interval: 15s
     static_configs: [{targets: ['%s']}]
-`, rules, sd, sd, promAddr, selfAddr)), 0o644); err != nil {
+`, rules, sd, drops, sd, promAddr, selfAddr)), 0o644); err != nil {
 			r.Fatal(err)
 		}
 		r.exec("promtool", "check", "config", promYAML)
@@ -158,6 +161,7 @@ scrape_configs:
 			r.Fatalf("prometheus did not start")
 		}
 		start := time.Now()
+		loadStart := loadAverage()
 		report := []string{"report", "-prometheus", "http://" + promAddr, "-nodes", strconv.Itoa(n), "-start", strconv.FormatInt(start.Unix(), 10)}
 		for left := time.Until(start.Add(p.Duration)); left > 0; left = time.Until(start.Add(p.Duration)) {
 			time.Sleep(min(left, 5*time.Minute))
@@ -168,6 +172,8 @@ scrape_configs:
 		result := filepath.Join(run, "result.json")
 		r.exec(fleetsim, append(report, "-steady", p.Steady.String(), "-wall", strconv.Itoa(int(time.Since(t0).Seconds())), "-out", result)...)
 		results = append(results, result)
+		// Other jobs on the machine slow the groups down: the loads beside the figures.
+		loads = append(loads, fmt.Sprintf("N=%d: %s at the start, %s at the end", n, loadStart, loadAverage()))
 		stopProcess(prom)
 		stopProcess(sim)
 		os.RemoveAll(data)
@@ -184,7 +190,24 @@ scrape_configs:
 		time.Now().UTC().Format("2006-01-02"), machine(), rev, time.Since(wall0).Round(time.Minute))
 	r.printf("One fleetsim process serves every node: %s (first run).\n\n", firstLog)
 	r.printf("%s", r.exec(fleetsim, append([]string{"table"}, results...)...))
+	r.printf("Load average (1, 5, 15 min) %s.\n", strings.Join(loads, "; "))
 	return true
+}
+
+// shippedDrops is the metric_relabel_configs of the shipped plain
+// Prometheus scrape job (deploy/prometheus/diskcanary-scrape.yml, generated
+// by tools/rulegen), as that file indents it: a job's keys at 4 spaces.
+func shippedDrops(r *run) string {
+	const file, key = "deploy/prometheus/diskcanary-scrape.yml", "    metric_relabel_configs:\n"
+	b, err := os.ReadFile(file)
+	if err != nil {
+		r.Fatal(err)
+	}
+	_, drops, ok := strings.Cut(string(b), key)
+	if !ok {
+		r.Fatalf("%s has no metric_relabel_configs", file)
+	}
+	return key + drops
 }
 
 func exited(p *testkit.Process) bool {

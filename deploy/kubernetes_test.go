@@ -48,6 +48,7 @@ type (
 	relabelConfig struct {
 		SourceLabels []string `json:"sourceLabels,omitempty"`
 		TargetLabel  string   `json:"targetLabel,omitempty"`
+		Regex        string   `json:"regex,omitempty"`
 		Action       string   `json:"action,omitempty"`
 	}
 	scrapeEndpoint struct {
@@ -56,6 +57,8 @@ type (
 		Interval      string          `json:"interval,omitempty"`
 		ScrapeTimeout string          `json:"scrapeTimeout,omitempty"`
 		Relabelings   []relabelConfig `json:"relabelings,omitempty"`
+		// The drops of the series nothing reads (tools/rulegen, scrape.go).
+		MetricRelabelings []relabelConfig `json:"metricRelabelings,omitempty"`
 	}
 	namespaceSelector struct {
 		MatchNames []string `json:"matchNames,omitempty"`

@@ -58,15 +58,19 @@ var attributedOps = []attributed{
 // (filesystem, journal, cgroup I/O throttle, virtualisation, FUSE). The
 // device latency is the block layer's request p99 (the blocklatency
 // collector, eBPF); without it, diskstats' mean await, a weaker witness
-// (a mean hides a tail), labelled source="diskstats".
-func attributionRecording(p Params) Group {
+// (a mean hides a tail), labelled source="diskstats". Two groups, which
+// Prometheus evaluates side by side: the devices' request p99s (the
+// block-request buckets of every disk over 15 minutes, the costliest read
+// of the rules) and the targets' verdicts on them.
+func attributionRecording(p Params) []Group {
+	d := Group{Name: "diskcanary.attribution.device", Interval: interval(p.Interval15m)}
 	g := Group{Name: "diskcanary.attribution.recording", Interval: interval(p.Interval15m)}
 	t := p.target()
 	// The kernel times requests per whole disk (a partition's and a
 	// device-mapper device's requests reach the disk under them); NaN
 	// (no request in the window) is dropped, not compared. Only the ops a
 	// probe's requests are: discards make no probe slow.
-	g.Rules = append(g.Rules, Rule{
+	d.Rules = append(d.Rules, Rule{
 		Record: ruleDiskRequestP99,
 		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket{op=~%q}[15m]))) >= 0", p.instanceLabels(), strings.Join(requestOps, "|")),
 	})
@@ -74,7 +78,7 @@ func attributionRecording(p Params) Group {
 	// takes the slowest disk under it (diskcanary_disk_parent_info). One
 	// rule per op keeps the join one-to-many.
 	for _, op := range requestOps {
-		g.Rules = append(g.Rules, Rule{
+		d.Rules = append(d.Rules, Rule{
 			Record: ruleDeviceRequestP99,
 			Labels: map[string]string{"op": op},
 			Expr: fmt.Sprintf(`%[2]s{op="%[3]s"}
@@ -136,7 +140,7 @@ unless on (%[1]s, device)
 			})
 		}
 	}
-	return g
+	return []Group{d, g}
 }
 
 // attributionText is the sentence a latency alert's description ends with,

@@ -385,6 +385,32 @@ smart:
 			t.Errorf("%s is live now: drop it from notLiveHere", n)
 		}
 	}
+	// Every series the exporter serves is read by an expression or
+	// dropped at the scrape (ScrapeDrops), never neither.
+	var read, drop int
+	for name, f := range fams {
+		names := []string{name}
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			names = []string{name + "_bucket", name + "_count", name + "_sum"}
+		}
+		for _, m := range f.GetMetric() {
+			ls := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				ls[lp.GetName()] = lp.GetValue()
+			}
+			for _, n := range names {
+				switch {
+				case dropped(n, ls):
+					drop++
+				case len(used[n]) > 0 && notDiskcanary[n] == "":
+					read++
+				default:
+					t.Errorf("%s%v: no alert, rule or panel reads it and ScrapeDrops keeps it", n, ls)
+				}
+			}
+		}
+	}
+	t.Logf("live series (buckets one each): %d read, %d dropped at the scrape", read, drop)
 	t.Logf("%d metric names used: %d live on /metrics, %d recording rules, %d allowlisted (%d not live here, %d not diskcanary's)",
 		len(names), liveCount, countIn(names, recorded), len(notLive)+len(notDiskcanary), len(notLive), len(notDiskcanary))
 }

@@ -687,6 +687,12 @@ func nodeDashboard(p Params) *board {
 		Mappings([]dashboard.ValueMapping{d.smartHealthy(), nullMap("no SMART data")}).NoValue("no SMART data").
 		ColorMode(common.BigValueColorModeBackground).Span(6).Height(4))
 
+	// The 5-minute quantiles no alert reads, from the raw buckets of the
+	// one node shown: recorded, every node would pay for them every
+	// evaluation (probeRecording).
+	nodeQuantile := func(q, metric string) string {
+		return fmt.Sprintf("histogram_quantile(%s, sum by (probe, path, le) (rate(%s_bucket%s[5m])))", q, metric, ti)
+	}
 	d.row("Probe latency")
 	d.add(d.heatmap("fdatasync latency (heatmap)",
 		"Every fdatasync of the WAL probes, by latency bucket over time: a second band or a tail appears here before a p99 moves. Empty for probes without fdatasync (randread).",
@@ -694,15 +700,15 @@ func nodeDashboard(p Params) *board {
 	d.add(withLines(d.timeseries(fmt.Sprintf("fdatasync p50 / p99 (5m) with the etcd %s bar", human(p.FdatasyncSlow)),
 		fmt.Sprintf("The WAL probes' fdatasync p50 and p99 over 5 minutes. The dashed line is %s, etcd's guidance and DiskcanaryFdatasyncSlow's threshold (on the 15-minute p99); the incident alerts fire at %s and %s.", human(p.FdatasyncSlow), human(p.FdatasyncIncidentWarning), human(p.FdatasyncIncidentCritical)), "s",
 		q(fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "5m"), ti), "p99 {{probe}} {{path}}"),
-		q(fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p50", "5m"), ti), "p50 {{probe}} {{path}}")), at(p.FdatasyncSlow.Seconds(), "red")).Span(12).Height(8))
+		q(nodeQuantile("0.5", fdsMetric), "p50 {{probe}} {{path}}")), at(p.FdatasyncSlow.Seconds(), "red")).Span(12).Height(8))
 	d.add(d.heatmap("random read latency (heatmap)",
 		"Every 4 KiB O_DIRECT random read of the read probes, by latency bucket over time. Empty for probes that do not read (wal).",
 		fmt.Sprintf(`sum by (le) (rate(diskcanary_read_duration_seconds_bucket%s[$__rate_interval]))`, ti)).Span(12).Height(8))
 	d.add(withLines(d.timeseries(fmt.Sprintf("random read p50 / p99 and write() p99 (5m), with the %s read bar", human(p.ReadSlow)),
 		fmt.Sprintf("The read probes' p50 and p99 and the WAL probes' write() p99 (the syscall before the fdatasync). The dashed line is %s, DiskcanaryReadSlow's threshold (on the 15-minute read p99).", human(p.ReadSlow)), "s",
-		q(fmt.Sprintf(`%s%s`, quantileRule("read", "p99", "5m"), ti), "read p99 {{probe}}"),
-		q(fmt.Sprintf(`%s%s`, quantileRule("read", "p50", "5m"), ti), "read p50 {{probe}}"),
-		q(fmt.Sprintf(`%s%s`, quantileRule("write", "p99", "5m"), ti), "write() p99 {{probe}}")), at(p.ReadSlow.Seconds(), "red")).Span(12).Height(8))
+		q(nodeQuantile("0.99", readMetric), "read p99 {{probe}}"),
+		q(nodeQuantile("0.5", readMetric), "read p50 {{probe}}"),
+		q(nodeQuantile("0.99", "diskcanary_write_duration_seconds"), "write() p99 {{probe}}")), at(p.ReadSlow.Seconds(), "red")).Span(12).Height(8))
 	d.add(withLines(d.timeseries("Probe targets on this disk: fdatasync p99 (15m)",
 		fmt.Sprintf("Every WAL probe target whose device sits on the chosen disk (a partition, or a dm/md device over it), whatever the probe variable says. The dashed line is %s.%s", human(p.FdatasyncSlow), noDisk), "s",
 		q(onDisk(fmt.Sprintf(`%s%s`, quantileRule("fdatasync", "p99", "15m"), ii)), "{{probe}} {{path}} ({{device}})")), at(p.FdatasyncSlow.Seconds(), "red")).Span(12).Height(7))

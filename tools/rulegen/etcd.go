@@ -63,8 +63,26 @@ func (p Params) gatedP99(metric, sel, by string, slow time.Duration, fine int, o
 	w := promDuration(p.EtcdWindow)
 	q := fmt.Sprintf("histogram_quantile(0.99, sum by (%s, le) (rate(%s_bucket%s[%s])%s))", by, metric, sel, w, only)
 	n := fmt.Sprintf("sum by (%s) (increase(%s_count%s[%s])%s)", by, metric, sel, w, only)
+	return p.gated(q, n, by, slow, fine)
+}
+
+// gated is gatedP99 on a p99 and a sample count already computed per by.
+func (p Params) gated(q, n, by string, slow time.Duration, fine int) string {
 	return fmt.Sprintf("(\n    %[1]s\n    and on (%[3]s)\n    %[2]s >= %[4]d\n  )\n  or\n  (\n    %[1]s > %[5]s\n    and on (%[3]s)\n    %[2]s >= %[6]d\n  )",
 		q, n, by, fine, seconds(slow), p.EtcdSlowSamples)
+}
+
+// canaryP99 is the etcd canaries' gated fdatasync p99 per target. Over the
+// probes' own 5 minutes it reads their recorded p99 and sample count
+// (probeRecording) rather than rate every WAL probe's buckets a second
+// time; over any other window, the canaries' buckets.
+func (p Params) canaryP99() string {
+	only := fmt.Sprintf("on (%s, probe) %s", p.instanceLabels(), ruleEtcdCanaryTarget)
+	if p.EtcdWindow == probeFastWindow {
+		w := promDuration(probeFastWindow)
+		return fmt.Sprintf("(\n  %s\n)\nand %s", p.gated(quantileRule("fdatasync", "p99", w), samplesRule("fdatasync", w), p.target(), p.FdatasyncSlow, p.MinIncidentSamples), only)
+	}
+	return p.gatedP99(fdsMetric, "", p.target(), p.FdatasyncSlow, p.MinIncidentSamples, " and "+only)
 }
 
 func etcdRecording(p Params) Group {
@@ -136,8 +154,7 @@ etcd_disk_wal_fsync_duration_seconds_count%[4]s`, canaryKey, p.deviceLabels(), j
 		Rule{Record: ruleEtcdHeartbeatFailures, Expr: fmt.Sprintf("sum by (%s) (increase(etcd_server_heartbeat_send_failures_total%s[%s]))", j, sel, w)},
 		Rule{Record: ruleEtcdCPU, Expr: fmt.Sprintf("sum by (%s) (rate(process_cpu_seconds_total%s[%s]))", j, sel, w)},
 		// Only the canaries' histograms, not every WAL probe's in the fleet.
-		Rule{Record: ruleEtcdCanaryP99, Expr: fmt.Sprintf("max by (%s) (\n  %s\n)",
-			j, p.gatedP99(fdsMetric, "", p.target(), p.FdatasyncSlow, p.MinIncidentSamples, fmt.Sprintf(" and on (%s, probe) %s", inst, ruleEtcdCanaryTarget)))},
+		Rule{Record: ruleEtcdCanaryP99, Expr: fmt.Sprintf("max by (%s) (\n  %s\n)", j, p.canaryP99())},
 		Rule{Record: ruleEtcdCanaryStalled, Expr: fmt.Sprintf("max by (%s) (\n  diskcanary_probe_stalled\n  and on (%s, probe)\n  %s\n)", j, inst, ruleEtcdCanaryTarget)},
 		// How busy the canary's device was (iostat's %util): its own,
 		// else the busiest disk under it (a partition's or dm device's

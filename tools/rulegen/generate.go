@@ -47,6 +47,8 @@ func Files(p Params) (map[string][]byte, error) {
 	if out[GlobalRulesPath], err = marshalYAML(global); err != nil {
 		return nil, err
 	}
+	out[ScrapeConfigPath] = scrapeConfig()
+	out[ChartRelabelingsPath] = []byte(header + "# The chart's metricRelabelings while serviceMonitor.dropUnread (" + ScrapeConfigPath + "'s drops).\n" + MetricRelabelings(0))
 	out[RemoteWritePath] = []byte(header + remoteWriteHeader + RemoteWrite("http://victoria-metrics:8428/api/v1/write"))
 	dashboards, err := Dashboards(p)
 	if err != nil {

@@ -46,11 +46,9 @@ type Rule struct {
 func Rules(p Params) RuleFile {
 	var groups []Group
 	groups = append(groups, probeRecording(p)...)
+	groups = append(groups, cohortTargetRecording(p), cohortRecording(p), iostatRecording(p))
+	groups = append(groups, attributionRecording(p)...)
 	groups = append(groups,
-		cohortTargetRecording(p),
-		cohortRecording(p),
-		iostatRecording(p),
-		attributionRecording(p),
 		contentionRecording(p),
 		etcdRecording(p),
 		smartRecording(p),
