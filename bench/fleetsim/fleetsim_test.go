@@ -207,3 +207,20 @@ func TestSlowestByShareOfInterval(t *testing.T) {
 		t.Errorf("capacity text:\n%s", w.String())
 	}
 }
+
+// A run passes the fleet target when its slowest group's worst evaluation
+// is within a quarter of its interval and no iteration was missed.
+func TestVerdicts(t *testing.T) {
+	var w strings.Builder
+	writeVerdicts(&w, []result{
+		{Nodes: 1000, EvalInterval: 30, Groups: []groupStat{{Name: "fast", Max: 7.5}, {Name: "hour", Max: 20, Interval: 120}}},
+		{Nodes: 5000, EvalInterval: 30, Groups: []groupStat{{Name: "fast", Max: 16.8}, {Name: "minute", Max: 9, Interval: 60, Missed: 2}}},
+	})
+	want := "ok: 1000 nodes: slowest group fast at most 7.50 s of its 30 s interval (25 %; ≤ 25 %)\n" +
+		"ok: 1000 nodes: 0 missed iterations (0)\n" +
+		"FAIL: 5000 nodes: slowest group fast at most 16.80 s of its 30 s interval (56 %; ≤ 25 %)\n" +
+		"FAIL: 5000 nodes: 2 missed iterations (0)\n"
+	if w.String() != want {
+		t.Errorf("verdicts:\n%s\nwant:\n%s", w.String(), want)
+	}
+}

@@ -107,6 +107,34 @@ func writeTables(w io.Writer, rs []result) {
 
 	fmt.Fprintln(w)
 	writeCapacity(w, rs)
+	fmt.Fprintln(w)
+	writeVerdicts(w, rs)
+}
+
+// writeVerdicts judges each run by the fleet target: every group's worst
+// evaluation within budgetShare of its own interval, and no missed
+// iteration. One line each, "ok: " or "FAIL: ", which the bench runner
+// reads for the scenario's verdict.
+func writeVerdicts(w io.Writer, rs []result) {
+	for _, r := range rs {
+		slow := slowest(r)
+		share := slow.Max / slow.every(r)
+		verdict := "ok"
+		if share > budgetShare {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "%s: %d nodes: slowest group %s at most %s of its %s interval (%.0f %%; ≤ %.0f %%)\n",
+			verdict, r.Nodes, slow.Name, dur(slow.Max), secs(slow.every(r)), 100*share, 100*budgetShare)
+		missed := 0.0
+		for _, g := range r.Groups {
+			missed += g.Missed
+		}
+		verdict = "ok"
+		if missed > 0 {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "%s: %d nodes: %.0f missed iterations (0)\n", verdict, r.Nodes, missed)
+	}
 }
 
 // writeCapacity fits the slowest group's worst evaluation and RSS to a + b×N
