@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -48,18 +47,7 @@ type capacityProbe struct {
 }
 
 func (c *capacityProbe) loop(ctx context.Context) {
-	wait := time.Duration(rand.Float64() * c.cfg.Jitter * float64(c.cfg.Interval))
-	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		c.run(ctx)
-		wait = time.Duration(float64(c.cfg.Interval) * (1 + c.cfg.Jitter*(2*rand.Float64()-1)))
-	}
+	onSchedule(ctx, c.cfg, func() { c.run(ctx) })
 }
 
 // run sweeps once and publishes the outcome. The sweep holds the device's

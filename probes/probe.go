@@ -98,9 +98,14 @@ func (p *probe) loop(ctx context.Context) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer p.teardown()
-	// A random first delay within the jitter window spreads a fleet's
-	// probes, but metrics appear soon after start.
-	wait := time.Duration(rand.Float64() * p.cfg.Jitter * float64(p.cfg.Interval))
+	onSchedule(ctx, p.cfg, p.runCycle)
+}
+
+// onSchedule runs cycle every cfg.Interval, each wait jittered by
+// ±cfg.Jitter, until ctx ends. A random first delay within the jitter
+// window spreads a fleet's probes, but metrics appear soon after start.
+func onSchedule(ctx context.Context, cfg config.Probe, cycle func()) {
+	wait := time.Duration(rand.Float64() * cfg.Jitter * float64(cfg.Interval))
 	for {
 		t := time.NewTimer(wait)
 		select {
@@ -109,9 +114,9 @@ func (p *probe) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		p.runCycle()
-		j := 1 + p.cfg.Jitter*(2*rand.Float64()-1)
-		wait = time.Duration(float64(p.cfg.Interval) * j)
+		cycle()
+		j := 1 + cfg.Jitter*(2*rand.Float64()-1)
+		wait = time.Duration(float64(cfg.Interval) * j)
 	}
 }
 

@@ -79,12 +79,7 @@ func TestAttributionEndToEnd(t *testing.T) {
 	p.FdatasyncSlow = 25 * time.Millisecond
 	p.FdatasyncSlowFor = 10 * time.Second
 	p.MinSamples = 50
-	rules, err := marshalYAML(Rules(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
-	writeFile(t, rulesFile, string(rules))
+	rulesFile := writeRules(t, p)
 	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms

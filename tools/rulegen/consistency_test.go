@@ -431,3 +431,16 @@ func writeFile(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// writeRules writes the rule file p generates into a temporary directory,
+// for an end-to-end test's Prometheus, and returns its path.
+func writeRules(t *testing.T, p Params) string {
+	t.Helper()
+	rules, err := marshalYAML(Rules(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rules.yml")
+	writeFile(t, file, string(rules))
+	return file
+}

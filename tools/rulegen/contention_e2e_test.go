@@ -46,12 +46,7 @@ func TestContentionRulesEndToEnd(t *testing.T) {
 	d := startServe(t, bin, "--no-collector.probes", "--no-collector.smart", "--no-collector.blocklatency", "--collector.contention.interval", "1s")
 	p := Defaults()
 	p.EtcdWindow = 20 * time.Second
-	rules, err := marshalYAML(Rules(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
-	writeFile(t, rulesFile, string(rules))
+	rulesFile := writeRules(t, p)
 	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms

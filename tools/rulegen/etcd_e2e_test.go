@@ -121,12 +121,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 	p.EtcdDegradedFor = 5 * time.Second
 	p.MinIncidentSamples = 5
 	p.EtcdSlowSamples = 1
-	rules, err := marshalYAML(Rules(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
-	writeFile(t, rulesFile, string(rules))
+	rulesFile := writeRules(t, p)
 	var scrape strings.Builder
 	for _, job := range []string{"etcd", "diskcanary"} {
 		fmt.Fprintf(&scrape, "  - job_name: %s\n    static_configs:\n", job)

@@ -85,12 +85,7 @@ smart:
 	// tmpfs-backed loop device's p99 can reach a few ms from CPU wakeup
 	// delays alone. The throttled one sits near 250 ms, far above either.
 	p.DriftFloor = 10 * time.Millisecond
-	rules, err := marshalYAML(Rules(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
-	writeFile(t, rulesFile, string(rules))
+	rulesFile := writeRules(t, p)
 	var targets []string
 	for _, in := range inst {
 		targets = append(targets, strconv.Quote(in.addr))

@@ -93,12 +93,7 @@ func TestNoisyNeighbourEndToEnd(t *testing.T) {
 	// fio's keep the loop device in flight about half the time, not all.
 	p.EtcdBusyUtilization = 0.3
 	p.MinIncidentSamples = 20
-	rules, err := marshalYAML(Rules(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(t.TempDir(), "rules.yml")
-	writeFile(t, rulesFile, string(rules))
+	rulesFile := writeRules(t, p)
 	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
