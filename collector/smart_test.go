@@ -350,7 +350,11 @@ func TestSmart24DevicesOneHanging(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
 	t.Logf("/metrics over %d scrapes: p50 %s p99 %s max %s", len(lat), p(0.5), p(0.99), lat[len(lat)-1])
-	require.Less(t, p(0.99), 50*time.Millisecond, "/metrics p99")
+	// Every smartctl run takes 2 s and one never ends: a scrape that waited
+	// on one would take seconds. The bounds leave room for a loaded CI
+	// machine, where a 24-device scrape's own p99 reaches tens of ms.
+	require.Less(t, p(0.99), 500*time.Millisecond, "/metrics p99")
+	require.Less(t, lat[len(lat)-1], time.Second, "/metrics max")
 
 	_, body := scrape()
 	require.Contains(t, body, `diskcanary_smart_quarantined{device="sdx"} 1`)

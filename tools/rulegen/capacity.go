@@ -34,6 +34,18 @@ func (d *board) capacityPanels(sel func(...string) string) {
 			"percentunit",
 			q(fmt.Sprintf(`%s%s`, ruleCapacityWeek, sel(fmt.Sprintf(`pattern="%s"`, pattern))), d.legend("{{instance}} {{probe}} {{device}}"))).Span(8).Height(8))
 	}
+	// A ratio is only as good as the sweep behind it: each probe's last
+	// sweep, how long ago, and whether it failed or stopped part way.
+	d.add(d.table("Capacity sweeps: the last one of each probe",
+		"Each capacity probe's last sweep: how long ago it ended (diskcanary_capacity_last_run_timestamp_seconds), whether it measured (diskcanary_capacity_success: 0 is a sweep that could not run, the daemon's log says why) and whether it stopped before a step broke the bound (diskcanary_capacity_partial: the write budget, the time cap or a stop ended it, so its IOPS at the bound is a lower bound). Empty without capacity probes.",
+		[]column{col("instance", "Node", ""), col("probe", "Probe", ""), col("Value #A", "Ended", "s"),
+			col("Value #B", "Measured", "none").mapped(valueMap(mapped{"1", "yes", "green"}, mapped{"0", "NO", "red"})),
+			col("Value #C", "Partial", "none").mapped(valueMap(mapped{"0", "no", "green"}, mapped{"1", "PARTIAL", "orange"})),
+			hide("job"), hide(d.p.ClusterLabel)},
+		q(fmt.Sprintf("time() - diskcanary_capacity_last_run_timestamp_seconds%s", sel()), ""),
+		q(fmt.Sprintf("diskcanary_capacity_success%s", sel()), ""),
+		q(fmt.Sprintf("diskcanary_capacity_partial%s", sel()), "")).
+		DataLinks(d.nodeLink("On-call view of ${__data.fields.instance}", "job", "instance", "probe")).Span(24).Height(6))
 }
 
 // capacityCases: hourly inputs, a week and two hours of them. a held 1000
