@@ -58,12 +58,13 @@ var attributedOps = []attributed{
 // (filesystem, journal, cgroup I/O throttle, virtualisation, FUSE). The
 // device latency is the block layer's request p99 (the blocklatency
 // collector, eBPF); without it, diskstats' mean await, a weaker witness
-// (a mean hides a tail), labelled source="diskstats". Two groups, which
-// Prometheus evaluates side by side: the devices' request p99s (the
-// block-request buckets of every disk over 15 minutes, the costliest read
-// of the rules) and the targets' verdicts on them.
+// (a mean hides a tail), labelled source="diskstats". One group, the
+// devices' request p99s first: the fallback is chosen where a device has
+// no p99, and in a group of their own (which Prometheus evaluates in no
+// set order beside this one) a target would read the fallback until that
+// group's first evaluation, then switch (tools/dashshot's e2e test).
 func attributionRecording(p Params) []Group {
-	d := Group{Name: "diskcanary.attribution.device", Interval: interval(p.Interval15m)}
+	var d Group // the devices' request p99s, which the verdicts read
 	g := Group{Name: "diskcanary.attribution.recording", Interval: interval(p.Interval15m)}
 	t := p.target()
 	// The kernel times requests per whole disk (a partition's and a
@@ -140,7 +141,8 @@ unless on (%[1]s, device)
 			})
 		}
 	}
-	return []Group{d, g}
+	g.Rules = append(d.Rules, g.Rules...)
+	return []Group{g}
 }
 
 // attributionText is the sentence a latency alert's description ends with,

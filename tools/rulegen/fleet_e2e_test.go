@@ -173,6 +173,10 @@ var fleetEmptyHere = map[string]map[string]string{
 		"Disks with SMART problems": "SMART is off, and nothing fails",
 		"Stalled targets":           "no probe stalls",
 		"read p99 against its cohort band (p10 / p50 / p90 of peers)/D": "reads are not throttled: no read outlier",
+		"randread capacity ÷ a week earlier":                            "no capacity probe (opt-in), and no week of data",
+		"randwrite capacity ÷ a week earlier":                           "no capacity probe (opt-in), and no week of data",
+		"wal capacity ÷ a week earlier":                                 "no capacity probe (opt-in), and no week of data",
+		"Capacity sweeps: the last one of each probe":                   "no capacity probe (opt-in)",
 	},
 	"diskcanary-node.json": {
 		"SMART healthy":                          "SMART is off",
