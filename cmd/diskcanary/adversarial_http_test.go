@@ -172,8 +172,11 @@ func TestAdversarialIdleConnectionFlood(t *testing.T) {
 	mu.Unlock()
 	t.Logf("%d connections opened; scrape p50 %v p99 %v max %v; daemon open files peak %d",
 		opened, took[tries/2-1], p99, took[tries-1], peak)
+	// A scrape that queued behind the flood would wait out a handshake or
+	// read timeout (seconds) or fail above; a TLS scrape on the daemon's
+	// one CPU beside CI's other tests takes tens of ms, up to about 110.
 	if !testkit.Race { // the detector's slowdown makes a latency bound meaningless; the fd bound holds
-		require.Less(t, p99, 100*time.Millisecond, "authenticated scrape p99 under an idle flood")
+		require.Less(t, p99, 500*time.Millisecond, "authenticated scrape p99 under an idle flood")
 	}
 	require.LessOrEqual(t, peak, 512+64, "documented bound: --web.max-connections + 64")
 }
