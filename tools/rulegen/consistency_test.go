@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -443,4 +444,14 @@ func writeRules(t *testing.T, p Params) string {
 	file := filepath.Join(t.TempDir(), "rules.yml")
 	writeFile(t, file, string(rules))
 	return file
+}
+
+// requireEtcd is etcd's path, or a skip saying how to install it.
+func requireEtcd(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skip("skipping: needs etcd on PATH (apt-get install etcd-server)")
+	}
+	return bin
 }

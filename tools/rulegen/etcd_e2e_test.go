@@ -40,10 +40,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 	testkit.RequireRoot(t)
 	testkit.SkipUnderRace(t)
 	testkit.PrometheusBin(t)
-	etcdBin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skip("skipping: needs etcd on PATH (apt-get install etcd-server)")
-	}
+	etcdBin := requireEtcd(t)
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipping: needs ip (apt-get install iproute2)")
 	}

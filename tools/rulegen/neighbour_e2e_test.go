@@ -35,10 +35,7 @@ func TestNoisyNeighbourEndToEnd(t *testing.T) {
 	testkit.RequireRoot(t)
 	testkit.SkipUnderRace(t)
 	testkit.PrometheusBin(t)
-	etcdBin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skip("skipping: needs etcd on PATH (apt-get install etcd-server)")
-	}
+	etcdBin := requireEtcd(t)
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Skip("skipping: needs fio on PATH")
 	}
