@@ -318,15 +318,19 @@ func driftCases() []alertCase {
 	return cases
 }
 
-// selfDriftCases are op's (fdatasync or read) self-drift cases.
+// selfDriftCases are op's (fdatasync or read) self-drift cases: one
+// promtool test, three nodes. promtool evaluates every rule at every step
+// from zero to the last eval_time, so a week of history costs the same for
+// one node as for three; a test per node tripled it.
 func selfDriftCases(op string) []alertCase {
 	// 10-minute steps; a week is 1008 steps. Evaluate at 1w 2h50m.
 	const week, after = 1008, 18
 	metric := "diskcanary_" + op + "_duration_seconds"
 	alert := "Diskcanary" + strings.ToUpper(op[:1]) + op[1:] + "SelfDrift"
-	lbl := driftTarget(op, 1, "")
-	// Every le gets "per" samples per step for the week, then "perAfter".
-	shape := func(before, after2 []bucket) []series {
+	// Node i's every le gets "per" samples per step for the week, then
+	// "perAfter".
+	shape := func(i int, before, after2 []bucket) []series {
+		lbl := driftTarget(op, i, "")
 		var out []series
 		les := map[string][2]int{}
 		var order []string
@@ -357,13 +361,17 @@ func selfDriftCases(op string) []alertCase {
 		}
 		return out
 	}
-	// Last week p99 0.995 ms; now 9.95 ms.
+	var input []series
+	// n1: last week p99 0.995 ms; now 9.95 ms: fires.
+	input = append(input, shape(1, b(0, 0, 2000, 2000, 2000, 2000), b(0, 0, 0, 0, 0, 2000))...)
+	// n2: 3.5× last week but under the 2 ms floor: silent.
+	input = append(input, shape(2, b(0, 2000, 2000, 2000, 2000, 2000), b(0, 0, 1960, 2000, 2000, 2000))...)
+	// n3: 10× but only 600 samples an hour last week: silent.
+	input = append(input, shape(3, b(0, 0, 100, 100, 100, 100), b(0, 0, 0, 0, 0, 2000))...)
 	return []alertCase{
-		{name: op + ": 10× last week's p99", interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{lbl},
-			input: shape(b(0, 0, 2000, 2000, 2000, 2000), b(0, 0, 0, 0, 0, 2000))},
-		{name: op + ": 3.5× last week but under the 2 ms floor", interv: "10m", at: "170h50m", alert: alert,
-			input: shape(b(0, 2000, 2000, 2000, 2000, 2000), b(0, 0, 1960, 2000, 2000, 2000))},
-		{name: op + ": 10× but only 600 samples an hour last week", interv: "10m", at: "170h50m", alert: alert,
-			input: shape(b(0, 0, 100, 100, 100, 100), b(0, 0, 0, 0, 0, 2000))},
+		{name: op + ": 10× last week's p99 fires; 3.5× under the 2 ms floor and 10× on 600 samples an hour last week do not",
+			interv: "10m", at: "170h50m", alert: alert, values: []string{"9.95ms"}, fire: []string{driftTarget(op, 1, "")},
+			// A steady week fires nothing.
+			silentAt: []string{"167h"}, input: input},
 	}
 }

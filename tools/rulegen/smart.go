@@ -143,22 +143,28 @@ func smartCases() []alertCase {
 	}
 }
 
-// wearForecastCases: wear in whole percent, hourly, over 31 days.
+// wearForecastCases: wear in whole percent, hourly, over 31 days; one
+// promtool test, three devices (promtool evaluates every rule hourly from
+// zero for each test: a month of history once, not three times). Before
+// the wear moves, nothing fires.
 func wearForecastCases() []alertCase {
-	const nvme = `job="diskcanary", instance="n1:9742", device="nvme0n1"`
-	wear := func(values string) []series { return s("diskcanary_smart_wear_used_ratio{"+nvme+"}", values) }
+	dev := func(d string) string { return `job="diskcanary", instance="n1:9742", device="` + d + `"` }
+	wear := func(d, values string) series {
+		return series{"diskcanary_smart_wear_used_ratio{" + dev(d) + "}", values}
+	}
 	return []alertCase{
-		// 80 % used a month ago, 90 % now: 10 points left at 10 a month.
-		{name: "80 → 90 % in a month: worn out in 30 days", input: wear("0.8x360 0.9x400"), at: "744h", interv: "1h",
-			alert: "DiskcanarySmartWearOutSoon", fire: []string{nvme},
+		{name: "80 → 90 % in a month: worn out in 30 days; 50 → 51 %: silent; no wear: no forecast", at: "744h", interv: "1h",
+			input: []series{
+				// 80 % used a month ago, 90 % now: 10 points left at 10 a month.
+				wear("nvme0n1", "0.8x360 0.9x400"),
+				// 50 → 51 %: 49 points left at 1 a month, about four years.
+				wear("nvme1n1", "0.5x360 0.51x400"),
+				wear("nvme2n1", "0.95x760"),
+			},
+			alert: "DiskcanarySmartWearOutSoon", fire: []string{dev("nvme0n1")}, silentAt: []string{"300h"},
 			description: "At its wear rate of the last 30 days, nvme0n1 on n1:9742 reaches its rated endurance (100 % used) in 30 days: order the replacement.",
-			expr:        []exprTest{near(ruleWearForecast, "744h", nvme, 30)}},
-		// 50 → 51 %: 49 points left at 1 a month, about four years.
-		{name: "50 → 51 % in a month: silent", input: wear("0.5x360 0.51x400"), at: "744h", interv: "1h",
-			alert: "DiskcanarySmartWearOutSoon",
-			expr:  []exprTest{near(ruleWearForecast, "744h", nvme, 1470)}},
-		{name: "no wear in a month: no forecast", input: wear("0.95x760"), at: "744h", interv: "1h",
-			alert: "DiskcanarySmartWearOutSoon",
-			expr:  []exprTest{{Expr: ruleWearForecast, EvalTime: "744h"}}},
+			expr: []exprTest{near(ruleWearForecast+`{device="nvme0n1"}`, "744h", dev("nvme0n1"), 30),
+				near(ruleWearForecast+`{device="nvme1n1"}`, "744h", dev("nvme1n1"), 1470),
+				{Expr: ruleWearForecast + `{device="nvme2n1"}`, EvalTime: "744h"}}},
 	}
 }

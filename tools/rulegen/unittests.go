@@ -126,6 +126,9 @@ type alertCase struct {
 	// values are what the alert's value renders to in its text, one per
 	// entry of fire ("12.5ms", "85%"), for alerts whose text shows it.
 	values []string
+	// silentAt are eval times, before at, at which the alert must not fire
+	// for any series of the input.
+	silentAt []string
 }
 
 var (
@@ -175,7 +178,10 @@ func (p Params) expand(c alertCase, rules map[string]Rule) (unitTest, error) {
 		}
 		at.ExpAlerts = append(at.ExpAlerts, expAlert{ExpLabels: lbls, ExpAnnotations: ann})
 	}
-	t.AlertRuleTests = []alertTest{at}
+	for _, s := range c.silentAt {
+		t.AlertRuleTests = append(t.AlertRuleTests, alertTest{EvalTime: s, Alertname: c.alert, ExpAlerts: []expAlert{}})
+	}
+	t.AlertRuleTests = append(t.AlertRuleTests, at)
 	return t, nil
 }
 
@@ -219,8 +225,7 @@ func promtoolFiles(p Params) []promtoolFile {
 		// Self drift needs a week of history: 10-minute input steps and
 		// 4-minute evaluations keep it quick. Evaluations stay under the
 		// 5 m lookback because alerts read recording rules of another
-		// group. Still ~50 s of promtool per op: a file per op, so
-		// TestPromtool runs them in parallel.
+		// group. A file per op, so TestPromtool runs them in parallel.
 		{"self-drift-fdatasync.yml", "4m", selfDriftCases("fdatasync")},
 		{"self-drift-read.yml", "4m", selfDriftCases("read")},
 		{"etcd.yml", "1m", etcdCases()},

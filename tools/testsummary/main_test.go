@@ -59,3 +59,17 @@ func TestSummaryAllPassed(t *testing.T) {
 	require.True(t, ok)
 	require.Contains(t, b.String(), "tests: 1 passed, 0 skipped, 0 failed; packages: 1 ok, 0 failed\n")
 }
+
+// CI tests one module in two runs: a package that failed in the first stays
+// failed when the second passes.
+func TestSummaryPackageInTwoRuns(t *testing.T) {
+	var b strings.Builder
+	ok := summarize(strings.NewReader(`{"Action":"output","Package":"p","Output":"panic: boom\n"}
+{"Action":"fail","Package":"p","Elapsed":0.2}
+{"Action":"pass","Package":"p","Test":"TestY"}
+{"Action":"pass","Package":"p","Elapsed":3.5}
+`), &b)
+	require.False(t, ok)
+	require.Contains(t, b.String(), "=== FAIL p (package)\npanic: boom\n")
+	require.Contains(t, b.String(), "tests: 1 passed, 0 skipped, 0 failed; packages: 0 ok, 1 failed\n")
+}
