@@ -31,8 +31,9 @@ import (
 // filesystem, and one bpftrace times every fdatasync of both in the same
 // minutes: "default" is the embedded default's probe (its ops and gap,
 // only the interval shortened to get samples), "matched" a stream at the
-// etcd's own inter-arrival (interval = gap), "fio" fio's paced job
-// (informational, never judged). A percentile's ratio is judged by etcd
+// etcd's own inter-arrival (interval = gap), "check" `check --profile
+// etcd` as a user runs it (its gap, a phase's worth of samples), "fio"
+// fio's paced job (informational, never judged). A percentile's ratio is judged by etcd
 // against itself in adjacent windows of the same minutes (A/A), widened
 // by stats.AAWiden; a spread wider than the effect looked for is
 // "inconclusive", not a pass or a fail (stats.JudgeAA).
@@ -56,7 +57,7 @@ var etcdEffects = []struct {
 }{{"p50", 50, 0.10}, {"p90", 90, 0.15}, {"p99", 99, 0.30}}
 
 // The sources run beside the etcd, in turns.
-var etcdSources = []string{"default", "matched", "fio"}
+var etcdSources = []string{"default", "matched", "check", "fio"}
 
 // tsync is one fdatasync as bpftrace timed it: start and duration, ns.
 type tsync struct{ start, dur int64 }
@@ -103,7 +104,7 @@ func etcdVsDaemon(r *run, p params) bool {
 		}
 	}
 	r.printf("WAL fdatasync (µs), every one of both processes timed by one bpftrace in the same minutes, pooled over %d rounds;\n", p.Rounds)
-	r.printf("'own' = what the source read itself (the daemon's histogram, fio's clat); ratio = source/etcd, both bpftrace's;\n")
+	r.printf("'own' = what the source read itself (the daemon's histogram, check's --lat-log, fio's clat); ratio = source/etcd, both bpftrace's;\n")
 	r.printf("etcd A/A = etcd against itself in adjacent %v windows of those minutes; bound = A/A + %.0f points;\n", aaWindow, stats.AAWiden*100)
 	r.printf("inconclusive = etcd's A/A spread is wider than the effect looked for (%s)\n", effectsSaid())
 	fails, inconclusive := 0, 0
@@ -221,6 +222,14 @@ diskstats: {enabled: false}
 			from = monotonic()
 			pool.own.addWindow(r, d.windowSince(r, h0, "diskcanary_fdatasync_duration_seconds", "wal", 0, p.MaxPhase))
 			to = monotonic()
+		}
+	case "check":
+		n := max(1000, int(p.MaxPhase/(p.Gap+opTime)))
+		pool.said = fmt.Sprintf("check --profile etcd, gap %v, %d ops", p.Gap, n)
+		source = func() {
+			log := filepath.Join(r.TempDir(), "lat.csv")
+			r.check(dir, "--profile", "etcd", "--gap", p.Gap.String(), "--samples", fmt.Sprint(n), "--lat-log", log)
+			pool.own.addOps(r.latLog(log))
 		}
 	case "fio":
 		comm = "fio"
