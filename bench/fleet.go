@@ -34,68 +34,15 @@ func fleetScale(r *run, p params) bool {
 	if p.Steady >= p.Duration {
 		r.Fatalf("-steady %v must be shorter than -duration %v", p.Steady, p.Duration)
 	}
-	var avail float64
-	_, _ = fmt.Sscan(strings.TrimSuffix(firstField("/proc/meminfo", "MemAvailable"), " kB"), &avail) // 0 fails the check below
-	largest := 0
-	for _, n := range p.Nodes {
-		if n < 1 || n > 62500 {
-			r.Fatalf("-nodes: %d is not in 1..62500", n)
-		}
-		if need := 300 + 3*n; float64(need) >= avail/1024 {
-			r.Fatalf("N=%d needs about %d MiB for Prometheus, %.0f MiB available", n, need, avail/1024)
-		}
-		largest = max(largest, n)
-	}
-	// One connection and one listener per target, on both sides: the
-	// children inherit the limit.
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
-		lim.Cur = lim.Max
-		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
-		if lim.Cur <= uint64(3*largest+1000) {
-			fmt.Fprintf(os.Stderr, "warning: open-file limit %d is low for N=%d\n", lim.Cur, largest)
-		}
-	}
-	tmp, err := os.MkdirTemp("", "diskcanary-fleet-scale.")
-	if err != nil {
-		r.Fatal(err)
-	}
-	r.Cleanup(func() {
-		if p.Keep {
-			runs, _ := filepath.Glob(filepath.Join(tmp, "run-*", "data"))
-			for _, d := range runs {
-				os.RemoveAll(d)
-			}
-			fmt.Fprintln(os.Stderr, "kept", tmp)
-			return
-		}
-		os.RemoveAll(tmp)
-	})
+	fleetBounds(r, p, func(n int) int { return 300 + 3*n }, "Prometheus")
+	tmp := fleetDir(r, p, "diskcanary-fleet-scale.")
 	wall0 := time.Now()
-	fleetsim := filepath.Join(tmp, "fleetsim")
-	r.exec("go", "build", "-C", "bench", "-o", fleetsim, "./fleetsim")
-	rules := filepath.Join(tmp, "rules.yml")
-	b, err := os.ReadFile("alerts/diskcanary-rules.yml")
-	if err != nil {
-		r.Fatal(err)
-	}
-	if err := os.WriteFile(rules, b, 0o644); err != nil {
-		r.Fatal(err)
-	}
-	rev := strings.TrimSpace(string(r.exec("git", "rev-parse", "--short", "HEAD")))
-	if exec.Command("git", "diff", "--quiet", "HEAD", "--", "alerts/").Run() != nil {
-		rev += " (rules modified)"
-	}
-	r.exec("promtool", "check", "rules", rules)
+	rules := copyRules(r, "alerts/diskcanary-rules.yml", tmp)
+	rev := treeRev(r, "alerts/")
 	// The diskcanary job drops what the shipped scrape configurations drop:
 	// the series no alert, rule or dashboard reads.
 	drops := shippedDrops(r)
-
-	daemonTpl := r.daemonTemplate(tmp)
-	simArgs := []string{"-template", daemonTpl}
-	if etcdTpl := r.etcdTemplate(tmp); etcdTpl != "" {
-		simArgs = append(simArgs, "-etcd-template", etcdTpl, "-rules", rules)
-	}
+	fleetsim, simArgs := r.fleetSetup(tmp, rules)
 	promVersion := strings.SplitN(string(r.exec("prometheus", "--version")), "\n", 2)[0]
 	fmt.Printf("fleet-scale: N = %v, %v each (medians over the last %v), clusters of %d, %g slow; %s\n",
 		p.Nodes, p.Duration, p.Steady, p.PerCluster, p.Slow, promVersion)
@@ -135,31 +82,13 @@ scrape_configs:
 		}
 		r.exec("promtool", "check", "config", promYAML)
 		fmt.Printf("=== N=%d (%s UTC)\n", n, time.Now().UTC().Format("15:04:05"))
-		sim := testkit.StartProcess(r, fleetsim, append([]string{"serve"}, append(simArgs, "-nodes", strconv.Itoa(n),
-			"-nodes-per-cluster", strconv.Itoa(p.PerCluster), "-slow", strconv.FormatFloat(p.Slow, 'g', -1, 64),
-			"-port", simPort, "-self", selfAddr, "-sd", sd)...)...)
-		if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
-			st, err := os.Stat(filepath.Join(sd, "diskcanary.json"))
-			return err == nil && st.Size() > 0 || exited(sim)
-		}) || exited(sim) {
-			r.Fatalf("fleetsim did not start")
-		}
-		simLog, _ := os.ReadFile(sim.Log)
-		fmt.Print(string(simLog))
+		sim, simLog := startFleetsim(r, fleetsim, simArgs, n, p, simPort, selfAddr, sd)
 		if firstLog == "" {
-			firstLog = strings.SplitN(string(simLog), "\n", 2)[0]
+			firstLog = simLog
 		}
 		prom := testkit.StartProcess(r, "prometheus", "--config.file", promYAML, "--storage.tsdb.path", data,
 			"--storage.tsdb.retention.time", "1d", "--web.listen-address", promAddr)
-		if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
-			resp, err := http.Get("http://" + promAddr + "/-/ready")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == http.StatusOK || exited(prom)
-		}) || exited(prom) {
-			r.Fatalf("prometheus did not start")
-		}
+		waitHTTP(r, prom, "http://"+promAddr+"/-/ready")
 		start := time.Now()
 		loadStart := loadAverage()
 		report := []string{"report", "-prometheus", "http://" + promAddr, "-nodes", strconv.Itoa(n), "-start", strconv.FormatInt(start.Unix(), 10)}
@@ -177,14 +106,7 @@ scrape_configs:
 		stopProcess(prom)
 		stopProcess(sim)
 		os.RemoveAll(data)
-		promLog, _ := os.ReadFile(prom.Log)
-		shown := 0
-		for _, l := range strings.Split(string(promLog), "\n") {
-			if (strings.Contains(l, "level=error") || strings.Contains(l, "level=warn")) && !strings.Contains(l, "SIGTERM") && shown < 5 {
-				fmt.Println(l)
-				shown++
-			}
-		}
+		printLogProblems(prom)
 	}
 	r.printf("fleet at scale: one Prometheus, the shipped rules; %s, %s, diskcanary %s, %v in all.\n",
 		time.Now().UTC().Format("2006-01-02"), machine(), rev, time.Since(wall0).Round(time.Minute))
@@ -195,6 +117,139 @@ scrape_configs:
 	// The table's verdict lines: the slowest group within a quarter of its
 	// interval and no missed iteration, at every N.
 	return !strings.Contains(table, "\nFAIL: ") && !strings.HasPrefix(table, "FAIL: ")
+}
+
+// copyRules copies a rule file into dir, so an edit during a run of hours
+// does not reach the Prometheus under test, and checks it.
+func copyRules(r *run, file, dir string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		r.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(file))
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		r.Fatal(err)
+	}
+	r.exec("promtool", "check", "rules", dst)
+	return dst
+}
+
+// treeRev is HEAD's short hash, saying so when the rules under dir differ
+// from it.
+func treeRev(r *run, dir string) string {
+	rev := strings.TrimSpace(string(r.exec("git", "rev-parse", "--short", "HEAD")))
+	if exec.Command("git", "diff", "--quiet", "HEAD", "--", dir).Run() != nil {
+		rev += " (rules modified)"
+	}
+	return rev
+}
+
+// fleetSetup builds fleetsim and captures its templates; the etcd
+// families kept are those rules reads. It returns fleetsim's path and its
+// serve flags.
+func (r *run) fleetSetup(tmp, rules string) (string, []string) {
+	fleetsim := filepath.Join(tmp, "fleetsim")
+	r.exec("go", "build", "-C", "bench", "-o", fleetsim, "./fleetsim")
+	simArgs := []string{"-template", r.daemonTemplate(tmp)}
+	if etcdTpl := r.etcdTemplate(tmp); etcdTpl != "" {
+		simArgs = append(simArgs, "-etcd-template", etcdTpl, "-rules", rules)
+	}
+	return fleetsim, simArgs
+}
+
+// fleetBounds refuses a fleet size the machine cannot hold (need: MiB for
+// N nodes, from the scenario's runs) and raises the open-file limit: one
+// connection and one listener per target, on both sides, and the children
+// inherit the limit.
+func fleetBounds(r *run, p params, need func(n int) int, what string) {
+	var avail float64
+	_, _ = fmt.Sscan(strings.TrimSuffix(firstField("/proc/meminfo", "MemAvailable"), " kB"), &avail) // 0 fails the check below
+	largest := 0
+	for _, n := range p.Nodes {
+		if n < 1 || n > 62500 {
+			r.Fatalf("-nodes: %d is not in 1..62500", n)
+		}
+		if mb := need(n); float64(mb) >= avail/1024 {
+			r.Fatalf("N=%d needs about %d MiB for %s, %.0f MiB available", n, mb, what, avail/1024)
+		}
+		largest = max(largest, n)
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
+		lim.Cur = lim.Max
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+		if lim.Cur <= uint64(3*largest+1000) {
+			fmt.Fprintf(os.Stderr, "warning: open-file limit %d is low for N=%d\n", lim.Cur, largest)
+		}
+	}
+}
+
+// fleetDir is the scenario's temporary directory; with -keep, everything
+// but the TSDBs stays.
+func fleetDir(r *run, p params, prefix string) string {
+	tmp, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		r.Fatal(err)
+	}
+	r.Cleanup(func() {
+		if p.Keep {
+			for _, pattern := range []string{"run-*/data", "run-*/data-*"} {
+				runs, _ := filepath.Glob(filepath.Join(tmp, pattern))
+				for _, d := range runs {
+					os.RemoveAll(d)
+				}
+			}
+			fmt.Fprintln(os.Stderr, "kept", tmp)
+			return
+		}
+		os.RemoveAll(tmp)
+	})
+	return tmp
+}
+
+// startFleetsim serves n nodes and waits for its target files; it returns
+// the process and the first line of its log (what it serves).
+func startFleetsim(r *run, fleetsim string, simArgs []string, n int, p params, port, self, sd string) (*testkit.Process, string) {
+	sim := testkit.StartProcess(r, fleetsim, append([]string{"serve"}, append(simArgs, "-nodes", strconv.Itoa(n),
+		"-nodes-per-cluster", strconv.Itoa(p.PerCluster), "-slow", strconv.FormatFloat(p.Slow, 'g', -1, 64),
+		"-port", port, "-self", self, "-sd", sd)...)...)
+	if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
+		st, err := os.Stat(filepath.Join(sd, "diskcanary.json"))
+		return err == nil && st.Size() > 0 || exited(sim)
+	}) || exited(sim) {
+		r.Fatalf("fleetsim did not start")
+	}
+	simLog, _ := os.ReadFile(sim.Log)
+	fmt.Print(string(simLog))
+	return sim, strings.SplitN(string(simLog), "\n", 2)[0]
+}
+
+// waitHTTP waits up to a minute for url to answer 200, failing at once if
+// p exits.
+func waitHTTP(r *run, p *testkit.Process, url string) {
+	if !waitFor(60*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK || exited(p)
+	}) || exited(p) {
+		r.Fatalf("%s did not start (%s)", filepath.Base(p.Cmd.Path), url)
+	}
+}
+
+// printLogProblems shows the first few errors and warnings of a stopped
+// engine's log.
+func printLogProblems(p *testkit.Process) {
+	b, _ := os.ReadFile(p.Log)
+	shown := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if (strings.Contains(l, "level=error") || strings.Contains(l, "level=warn") || strings.Contains(l, "\terror\t") || strings.Contains(l, "\twarn\t")) &&
+			!strings.Contains(l, "SIGTERM") && shown < 5 {
+			fmt.Println(l)
+			shown++
+		}
+	}
 }
 
 // shippedDrops is the metric_relabel_configs of the shipped plain

@@ -59,6 +59,7 @@ type params struct {
 	PerCluster int           // fleet-scale: nodes per cluster
 	Slow       float64       // fleet-scale: share of slow nodes
 	Keep       bool          // fleet-scale: keep the results, logs and templates
+	Shards     int           // fleet-sharded: Prometheus, each with its share of the clusters
 	Throttle   int           // capacity-vs-fio: a loop device the blkio cgroup holds to this many read IOPS
 }
 
@@ -66,7 +67,7 @@ var defaults = params{
 	Dir: "/var/tmp/diskcanary-bench", Rounds: 5, Samples: 10000, Gap: config.DefaultWALGap, Ops: config.DefaultWALOps,
 	Reads: true, Check: true, NodeBPF: true, Rates: []int{10, 80, 1000}, MaxPhase: 25 * time.Second,
 	Interval: 10 * time.Second, Duration: 60 * time.Second, Scrapers: 50, Devices: 1000, Tolerance: 0.02,
-	Nodes: []int{100, 1000, 5000}, Steady: 10 * time.Minute, PerCluster: 100, Slow: 0.02,
+	Nodes: []int{100, 1000, 5000}, Steady: 10 * time.Minute, PerCluster: 100, Slow: 0.02, Shards: 2,
 }
 
 // scenario is one entry of the suite.
@@ -122,6 +123,12 @@ var suite = []scenario{
 	// shorter look.
 	{"fleet-scale", "fleet at scale: one Prometheus, the shipped rules (100 1000 5000 nodes, 70 min each)", fleetScale,
 		func(p *params) { p.Duration = 70 * time.Minute }, ""},
+	// About 30 minutes and 12 GiB of RAM: run it alone, or
+	// go run ./bench -nodes 200 -duration 5m -steady 2m fleet-sharded for a
+	// look. 25 minutes fill the 15-minute windows the global layer reads
+	// and give a 10-minute steady window.
+	{"fleet-sharded", "fleet sharded by cluster: 2 Prometheus, VictoriaMetrics and vmalert (5000 nodes, 25 min)", fleetSharded,
+		func(p *params) { p.Nodes, p.Duration = []int{5000}, 25*time.Minute }, ""},
 }
 
 // command is a scenario that runs a program and passes when it exits 0:
@@ -167,11 +174,12 @@ func main() {
 	fl.IntVar(&p.Devices, "devices", p.Devices, "diskstats-N: synthetic block devices (1..50000)")
 	fl.IntVar(&p.Throttle, "throttle", 0, "capacity-vs-fio: run on a loop device the blkio cgroup holds to this many read IOPS")
 	fl.Float64Var(&p.Tolerance, "tolerance", p.Tolerance, "iostat-vs-sysstat: each column within this share of sysstat's")
-	nodes := fl.String("nodes", "100,1000,5000", "fleet-scale: simulated fleet sizes, one run each")
-	fl.DurationVar(&p.Steady, "steady", p.Steady, "fleet-scale: the window at the end of each run for medians and maxima")
-	fl.IntVar(&p.PerCluster, "nodes-per-cluster", p.PerCluster, "fleet-scale: nodes per cluster")
-	fl.Float64Var(&p.Slow, "slow", p.Slow, "fleet-scale: share of nodes whose probes are slow (8x)")
-	fl.BoolVar(&p.Keep, "keep", false, "fleet-scale: keep the temporary directory (results, logs, templates)")
+	nodes := fl.String("nodes", "100,1000,5000", "fleet-scale, fleet-sharded: simulated fleet sizes, one run each")
+	fl.DurationVar(&p.Steady, "steady", p.Steady, "fleet-scale, fleet-sharded: the window at the end of each run for medians and maxima")
+	fl.IntVar(&p.PerCluster, "nodes-per-cluster", p.PerCluster, "fleet-scale, fleet-sharded: nodes per cluster")
+	fl.Float64Var(&p.Slow, "slow", p.Slow, "fleet-scale, fleet-sharded: share of nodes whose probes are slow (8x)")
+	fl.BoolVar(&p.Keep, "keep", false, "fleet-scale, fleet-sharded: keep the temporary directory (results, logs, templates)")
+	fl.IntVar(&p.Shards, "shards", p.Shards, "fleet-sharded: per-cluster Prometheus (2..4), each scraping every -shards-th cluster")
 	flag.Parse()
 	if *list {
 		for _, s := range suite {

@@ -19,7 +19,9 @@ import (
 // result is one run (one N) as report measured it; table reads several.
 type result struct {
 	Nodes          int                `json:"nodes"`
-	Prometheus     string             `json:"prometheus"`
+	Prometheus     string             `json:"prometheus"`       // the engine's version
+	Engine         string             `json:"engine,omitempty"` // in a sharded run: "prometheus" (a cluster shard) or "vmalert" (the global layer)
+	Name           string             `json:"name,omitempty"`   // in a sharded run: which engine, as the table names it
 	ScrapeInterval float64            `json:"scrape_interval_seconds"`
 	EvalInterval   float64            `json:"evaluation_interval_seconds"`
 	Start          float64            `json:"start"` // the targets appeared
@@ -77,6 +79,10 @@ func reportMain(args []string) error {
 	scrape := fs.Duration("scrape-interval", 30*time.Second, "the diskcanary job's scrape interval")
 	eval := fs.Duration("evaluation-interval", 30*time.Second, "the rule evaluation interval")
 	out := fs.String("out", "", "write the result here as JSON (default: stdout)")
+	engine := fs.String("engine", "", "a sharded run's engine: prometheus (-prometheus is a cluster shard), or vmalert (-prometheus is the VictoriaMetrics single node that scrapes vmalert and itself, -ruler is vmalert); empty: the one Prometheus of fleet-scale")
+	ruler := fs.String("ruler", "", "the rules API (/api/v1/rules) to read, when not -prometheus's: vmalert's")
+	name := fs.String("name", "", "the engine's name in the tables (sharded runs)")
+	version := fs.String("version", "", "the engine's version, when its build_info does not say")
 	brief := fs.Bool("brief", false, "print one progress line instead")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,18 +95,33 @@ func reportMain(args []string) error {
 		return err
 	}
 	q := querier{api: v1.NewAPI(c), ctx: context.Background(), end: time.Now()}
-	if *brief {
-		return progress(&q, *start)
+	if *engine != "" && *engine != "prometheus" && *engine != "vmalert" {
+		return fmt.Errorf("report: -engine %q: want prometheus or vmalert", *engine)
 	}
-	r := result{Nodes: *nodes, Start: *start, End: float64(q.end.Unix()), Steady: steady.Seconds(), Wall: *wall,
+	if *brief && *engine == "vmalert" {
+		return vmalertProgress(&q, *name, *start)
+	}
+	if *brief {
+		return progress(&q, *name, *start)
+	}
+	rulesAPI := q.api
+	if *ruler != "" {
+		rc, err := api.NewClient(api.Config{Address: *ruler})
+		if err != nil {
+			return err
+		}
+		rulesAPI = v1.NewAPI(rc)
+	}
+	r := result{Nodes: *nodes, Engine: *engine, Name: *name, Prometheus: *version, Start: *start, End: float64(q.end.Unix()), Steady: steady.Seconds(), Wall: *wall,
 		ScrapeInterval: scrape.Seconds(), EvalInterval: eval.Seconds()}
 	run := fmt.Sprintf("%ds", int(r.End-r.Start))
 	win := fmt.Sprintf("%ds", int(r.Steady))
-	self := `{job="prometheus"}`
-	for _, m := range []struct {
+	type measure struct {
 		dst  *float64
 		expr string
-	}{
+	}
+	self := `{job="prometheus"}`
+	measures := []measure{
 		{&r.Targets, `count(up{job="diskcanary"})`},
 		{&r.TargetsUp, `sum(up{job="diskcanary"})`},
 		{&r.EtcdTargets, `count(up{job="etcd"})`},
@@ -118,10 +139,31 @@ func reportMain(args []string) error {
 		{&r.ScrapeMax, `max(max_over_time(scrape_duration_seconds{job="diskcanary"}[` + win + `]))`},
 		{&r.IntervalP99, `max(prometheus_target_interval_length_seconds{quantile="0.99"})`},
 		{&r.EvalFailures, `sum(prometheus_rule_evaluation_failures_total)`},
-	} {
+	}
+	gq := prometheusGroups
+	if *engine == "vmalert" {
+		// The global layer: VictoriaMetrics and vmalert, counted as one
+		// engine (both scraped by VictoriaMetrics itself); its series are
+		// what the clusters remote-write and vmalert writes back, the
+		// storage's active series of the current hour.
+		both := `{job=~"victoria-metrics|vmalert"}`
+		active := `vm_cache_entries{job="victoria-metrics", type="storage/hour_metric_ids"}`
+		measures = []measure{
+			{&r.HeadSeries, active},
+			{&r.HeadSeriesMax, `max_over_time(` + active + `[` + run + `])`},
+			{&r.RuleSeries, `count({__name__=~".+:.+"})`},
+			{&r.RSS, `sum(process_resident_memory_bytes` + both + `)`},
+			{&r.RSSMax, `sum(max_over_time(process_resident_memory_bytes` + both + `[` + run + `]))`},
+			{&r.HeapInuse, `sum(go_memstats_heap_inuse_bytes` + both + `)`},
+			{&r.CPU, `sum(rate(process_cpu_seconds_total` + both + `[` + win + `]))`},
+			{&r.EvalFailures, `sum({__name__=~"vmalert_(recording|alerting)_rules_errors_total"})`},
+		}
+		gq = vmalertGroups
+	}
+	for _, m := range measures {
 		*m.dst = q.scalar(m.expr)
 	}
-	if v := q.vector(`prometheus_build_info`); len(v) > 0 {
+	if v := q.vector(`prometheus_build_info`); len(v) > 0 && r.Prometheus == "" {
 		r.Prometheus = string(v[0].Metric["version"])
 	}
 	r.Alerts = map[string]float64{}
@@ -131,7 +173,7 @@ func reportMain(args []string) error {
 
 	groups := map[string]*groupStat{}
 	group := func(m model.Metric) *groupStat {
-		name := string(m["rule_group"])
+		name := string(m[model.LabelName(gq.label)])
 		if i := strings.LastIndex(name, ";"); i >= 0 {
 			name = name[i+1:]
 		}
@@ -140,33 +182,37 @@ func reportMain(args []string) error {
 		}
 		return groups[name]
 	}
-	for _, s := range q.matrix(`prometheus_rule_group_last_duration_seconds`, q.end.Add(-*steady)) {
-		g := group(s.Metric)
+	for _, s := range q.matrix(gq.median, q.end.Add(-*steady)) {
 		vals := make([]float64, len(s.Values))
 		for i, p := range s.Values {
 			vals[i] = float64(p.Value)
 		}
-		g.Median, g.Max = median(vals), slices.Max(vals)
+		group(s.Metric).Median = median(vals)
 	}
-	for _, s := range q.vector(`max_over_time(prometheus_rule_group_last_duration_seconds[` + run + `])`) {
+	for _, s := range q.matrix(gq.max, q.end.Add(-*steady)) {
+		vals := make([]float64, len(s.Values))
+		for i, p := range s.Values {
+			vals[i] = float64(p.Value)
+		}
+		group(s.Metric).Max = slices.Max(vals)
+	}
+	for _, s := range q.vector(`max_over_time(` + gq.max + `[` + run + `])`) {
 		group(s.Metric).MaxRun = float64(s.Value)
 	}
-	for _, s := range q.vector(`prometheus_rule_group_iterations_total`) {
+	for _, s := range q.vector(gq.iterations) {
 		group(s.Metric).Iterations = float64(s.Value)
 	}
-	for _, s := range q.vector(`prometheus_rule_group_iterations_missed_total`) {
+	for _, s := range q.vector(gq.missed) {
 		group(s.Metric).Missed = float64(s.Value)
 	}
-	for _, s := range q.vector(`prometheus_rule_group_rules`) {
-		group(s.Metric).Rules = int(s.Value)
-	}
-	rules, err := q.api.Rules(q.ctx, nil)
+	rules, err := rulesAPI.Rules(q.ctx, nil)
 	if err != nil {
 		return fmt.Errorf("report: /api/v1/rules: %w", err)
 	}
 	for _, g := range rules.Groups {
 		if gs := groups[g.Name]; gs != nil {
 			gs.Interval = g.Interval
+			gs.Rules = len(g.Rules)
 		}
 		for _, rule := range g.Rules {
 			switch x := rule.(type) {
@@ -203,12 +249,39 @@ func reportMain(args []string) error {
 	return os.WriteFile(*out, append(data, '\n'), 0o644)
 }
 
+// groupQueries are where an engine keeps its rule groups' figures.
+type groupQueries struct {
+	label       string // the series' label naming the group
+	median, max string // sampled over the steady window for the group's median and maximum
+	iterations  string
+	missed      string
+}
+
+var prometheusGroups = groupQueries{
+	label:  "rule_group",
+	median: `prometheus_rule_group_last_duration_seconds`, max: `prometheus_rule_group_last_duration_seconds`,
+	iterations: `prometheus_rule_group_iterations_total`, missed: `prometheus_rule_group_iterations_missed_total`,
+}
+
+// vmalertGroups: vmalert keeps no last duration, but a summary of its
+// iterations over a sliding window of a few minutes; its median and its
+// maximum (quantile 1), sampled through the steady window, stand for
+// Prometheus' median and maximum of the last durations.
+var vmalertGroups = groupQueries{
+	label:  "group",
+	median: `vmalert_iteration_duration_seconds{quantile="0.5"}`, max: `vmalert_iteration_duration_seconds{quantile="1"}`,
+	iterations: `vmalert_iteration_total`, missed: `vmalert_iteration_missed_total`,
+}
+
 // progress prints one line: how far the run is and how Prometheus is doing.
-func progress(q *querier, start float64) error {
+func progress(q *querier, name string, start float64) error {
 	slow, last := "", 0.0
 	for _, s := range q.vector(`topk(1, prometheus_rule_group_last_duration_seconds)`) {
 		slow, last = string(s.Metric["rule_group"]), float64(s.Value)
 		slow = slow[strings.LastIndex(slow, ";")+1:]
+	}
+	if name != "" {
+		fmt.Printf("%s: ", name)
 	}
 	fmt.Printf("%5.0f s: targets up %.0f/%.0f, head series %s, RSS %s, CPU %.2f cores (fleetsim %.2f), slowest group %s %s, missed iterations %.0f, scrape max %s\n",
 		float64(q.end.Unix())-start,
@@ -217,6 +290,22 @@ func progress(q *querier, start float64) error {
 		q.scalar(`rate(process_cpu_seconds_total{job="prometheus"}[2m])`), q.scalar(`rate(process_cpu_seconds_total{job="fleetsim"}[2m])`),
 		slow, dur(last), q.scalar(`sum(prometheus_rule_group_iterations_missed_total)`),
 		dur(q.scalar(`max(scrape_duration_seconds{job="diskcanary"})`)))
+	return q.err
+}
+
+// vmalertProgress is progress for the global layer: VictoriaMetrics'
+// active series, both processes' memory and CPU, vmalert's slowest group.
+func vmalertProgress(q *querier, name string, start float64) error {
+	slow, last := "", 0.0
+	for _, s := range q.vector(`topk(1, ` + vmalertGroups.max + `)`) {
+		slow, last = string(s.Metric["group"]), float64(s.Value)
+	}
+	fmt.Printf("%s: %5.0f s: active series %s, RSS %s, CPU %.2f cores, slowest group %s %s, missed iterations %.0f\n",
+		name, float64(q.end.Unix())-start,
+		count(q.scalar(`vm_cache_entries{job="victoria-metrics", type="storage/hour_metric_ids"}`)),
+		mib(q.scalar(`sum(process_resident_memory_bytes{job=~"victoria-metrics|vmalert"})`)),
+		q.scalar(`sum(rate(process_cpu_seconds_total{job=~"victoria-metrics|vmalert"}[2m]))`),
+		slow, dur(last), q.scalar(`sum(vmalert_iteration_missed_total)`))
 	return q.err
 }
 

@@ -33,7 +33,12 @@ func tableMain(args []string, w io.Writer) error {
 		}
 		rs = append(rs, r)
 	}
-	slices.SortFunc(rs, func(a, b result) int { return a.Nodes - b.Nodes })
+	// Stable: a sharded run's engines stay in the order given.
+	slices.SortStableFunc(rs, func(a, b result) int { return a.Nodes - b.Nodes })
+	if rs[0].Engine != "" {
+		writeShardedTables(w, rs)
+		return nil
+	}
 	writeTables(w, rs)
 	return nil
 }
@@ -123,8 +128,8 @@ func writeVerdicts(w io.Writer, rs []result) {
 		if share > budgetShare {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(w, "%s: %d nodes: slowest group %s at most %s of its %s interval (%.0f %%; ≤ %.0f %%)\n",
-			verdict, r.Nodes, slow.Name, dur(slow.Max), secs(slow.every(r)), 100*share, 100*budgetShare)
+		fmt.Fprintf(w, "%s: %s: slowest group %s at most %s of its %s interval (%.0f %%; ≤ %.0f %%)\n",
+			verdict, r.label(), slow.Name, dur(slow.Max), secs(slow.every(r)), 100*share, 100*budgetShare)
 		missed := 0.0
 		for _, g := range r.Groups {
 			missed += g.Missed
@@ -133,7 +138,120 @@ func writeVerdicts(w io.Writer, rs []result) {
 		if missed > 0 {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(w, "%s: %d nodes: %.0f missed iterations (0)\n", verdict, r.Nodes, missed)
+		fmt.Fprintf(w, "%s: %s: %.0f missed iterations (0)\n", verdict, r.label(), missed)
+	}
+}
+
+// label names a run in the verdicts: its fleet size, and in a sharded run
+// the engine.
+func (r result) label() string {
+	if r.Name != "" {
+		return fmt.Sprintf("%d nodes, %s", r.Nodes, r.Name)
+	}
+	return fmt.Sprintf("%d nodes", r.Nodes)
+}
+
+// writeShardedTables: one table per fleet size of a sharded run, a row per
+// engine (each cluster shard's Prometheus, then the global layer) and a row
+// summing them, whose series and memory per node are the whole fleet's
+// cost; each engine's groups beside each other; the same verdicts as one
+// Prometheus, per engine.
+func writeShardedTables(w io.Writer, rs []result) {
+	for i := 0; i < len(rs); {
+		j := i
+		for j < len(rs) && rs[j].Nodes == rs[i].Nodes {
+			j++
+		}
+		writeShardedRun(w, rs[i:j])
+		fmt.Fprintln(w)
+		i = j
+	}
+	writeVerdicts(w, rs)
+}
+
+func writeShardedRun(w io.Writer, set []result) {
+	n := float64(set[0].Nodes)
+	var versions []string
+	for _, r := range set {
+		if v := r.Engine + " " + r.Prometheus; !slices.Contains(versions, v) {
+			versions = append(versions, v)
+		}
+	}
+	fmt.Fprintf(w, "%d nodes sharded by cluster: %s; scrape interval %s (timeout 10 s), evaluation interval %s; "+
+		"medians and maxima over the last %s of the run.\n\n",
+		set[0].Nodes, strings.Join(versions, ", "), secs(set[0].ScrapeInterval), secs(set[0].EvalInterval), secs(set[0].Steady))
+	fmt.Fprintln(w, "| engine | targets up | head series | rule series | RSS | CPU | slowest group, median / max | all groups, sum of medians | missed iterations | scrape p50 / p99 / max |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
+	var series, rss, cpu, missedAll float64
+	for _, r := range set {
+		slow := slowest(r)
+		sum, missed := 0.0, 0.0
+		for _, g := range r.Groups {
+			sum += g.Median
+			missed += g.Missed
+		}
+		up, scrape := "", ""
+		if r.Engine == "prometheus" {
+			up = fmt.Sprintf("%.0f/%.0f", r.TargetsUp, r.Targets)
+			if r.EtcdTargets > 0 {
+				up += fmt.Sprintf(" (+%.0f etcd)", r.EtcdTargets)
+			}
+			scrape = fmt.Sprintf("%s / %s / %s", dur(r.ScrapeP50), dur(r.ScrapeP99), dur(r.ScrapeMax))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.2f cores | %s %s / %s | %s | %.0f | %s |\n",
+			r.Name, up, count(r.HeadSeries), count(r.RuleSeries), mib(r.RSS), r.CPU,
+			slow.Name, dur(slow.Median), dur(slow.Max), dur(sum), missed, scrape)
+		series, rss, cpu, missedAll = series+r.HeadSeries, rss+r.RSS, cpu+r.CPU, missedAll+missed
+	}
+	fmt.Fprintf(w, "| all engines | | %s | | %s | %.2f cores | | | %.0f | |\n", count(series), mib(rss), cpu, missedAll)
+	fmt.Fprintf(w, "\nPer node, all engines: %.0f series, %s of RSS.\n\n", series/n, size(rss/n))
+
+	fmt.Fprint(w, "| rule group | interval |")
+	for _, r := range set {
+		fmt.Fprintf(w, " %s: median / max |", r.Name)
+	}
+	fmt.Fprint(w, "\n|---|---:|")
+	for range set {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	var names []string
+	every := map[string]float64{}
+	for _, r := range set {
+		for _, g := range r.Groups {
+			if !slices.Contains(names, g.Name) {
+				names = append(names, g.Name)
+				every[g.Name] = g.every(r)
+			}
+		}
+	}
+	for _, name := range names {
+		fmt.Fprintf(w, "| %s | %s |", name, secs(every[name]))
+		for _, r := range set {
+			cell := ""
+			for _, g := range r.Groups {
+				if g.Name == name {
+					cell = dur(g.Median) + " / " + dur(g.Max)
+				}
+			}
+			fmt.Fprintf(w, " %s |", cell)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range set {
+		if len(r.Alerts) > 0 {
+			var as []string
+			for k, v := range r.Alerts {
+				as = append(as, fmt.Sprintf("%s %.0f", k, v))
+			}
+			slices.Sort(as)
+			fmt.Fprintf(w, "\nAlerts at the end, %s: %s.\n", r.Name, strings.Join(as, ", "))
+		}
+	}
+	for _, r := range set {
+		if r.EvalFailures > 0 || r.TargetsUp < r.Targets {
+			fmt.Fprintf(w, "\nWARNING: %s: %.0f rule evaluation failures, %.0f of %.0f targets up.\n", r.label(), r.EvalFailures, r.TargetsUp, r.Targets)
+		}
 	}
 }
 
