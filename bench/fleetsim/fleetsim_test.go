@@ -2,7 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -222,5 +229,125 @@ func TestVerdicts(t *testing.T) {
 		"FAIL: 5000 nodes: 2 missed iterations (0)\n"
 	if w.String() != want {
 		t.Errorf("verdicts:\n%s\nwant:\n%s", w.String(), want)
+	}
+}
+
+// A sharded run: a row per engine, the sum of the engines, the fleet's
+// series and memory per node over all of them, each engine's groups side by
+// side, and the verdicts per engine.
+func TestShardedTable(t *testing.T) {
+	shard := func(name string, up, series, rss, cpu, fast, missed float64) result {
+		return result{Nodes: 200, Engine: "prometheus", Name: name, Prometheus: "2.42.0", ScrapeInterval: 30, EvalInterval: 30, Steady: 120,
+			Targets: up, TargetsUp: up, HeadSeries: series, RuleSeries: 1000, RSS: rss, CPU: cpu,
+			ScrapeP50: 0.002, ScrapeP99: 0.01, ScrapeMax: 0.02,
+			Groups: []groupStat{{Name: "fast", Median: fast / 2, Max: fast, Missed: missed}, {Name: "slow", Median: 1, Max: 2, Interval: 60}}}
+	}
+	global := result{Nodes: 200, Engine: "vmalert", Name: "VictoriaMetrics + vmalert", Prometheus: "v1.151.0", ScrapeInterval: 30, EvalInterval: 30, Steady: 120,
+		HeadSeries: 2000, RuleSeries: 1500, RSS: 100 << 20, CPU: 0.05,
+		Groups: []groupStat{{Name: "cohort", Median: 0.01, Max: 0.02, Interval: 60}},
+		Alerts: map[string]float64{"DiskcanaryFdatasyncFleetDrift pending": 4}}
+	var w strings.Builder
+	writeShardedTables(&w, []result{shard("shard 1/2", 100, 30000, 200<<20, 0.1, 3, 0), shard("shard 2/2", 100, 31000, 210<<20, 0.12, 9, 1), global})
+	want := `200 nodes sharded by cluster: prometheus 2.42.0, vmalert v1.151.0; scrape interval 30 s (timeout 10 s), evaluation interval 30 s; medians and maxima over the last 2 min of the run.
+
+| engine | targets up | head series | rule series | RSS | CPU | slowest group, median / max | all groups, sum of medians | missed iterations | scrape p50 / p99 / max |
+|---|---:|---:|---:|---:|---:|---|---:|---:|---|
+| shard 1/2 | 100/100 | 30,000 | 1,000 | 200 MiB | 0.10 cores | fast 1.50 s / 3.00 s | 2.50 s | 0 | 2.0 ms / 10.0 ms / 20.0 ms |
+| shard 2/2 | 100/100 | 31,000 | 1,000 | 210 MiB | 0.12 cores | fast 4.50 s / 9.00 s | 5.50 s | 1 | 2.0 ms / 10.0 ms / 20.0 ms |
+| VictoriaMetrics + vmalert |  | 2,000 | 1,500 | 100 MiB | 0.05 cores | cohort 10.0 ms / 20.0 ms | 10.0 ms | 0 |  |
+| all engines | | 63,000 | | 510 MiB | 0.27 cores | | | 1 | |
+
+Per node, all engines: 315 series, 2.5 MiB of RSS.
+
+| rule group | interval | shard 1/2: median / max | shard 2/2: median / max | VictoriaMetrics + vmalert: median / max |
+|---|---:|---|---|---|
+| fast | 30 s | 1.50 s / 3.00 s | 4.50 s / 9.00 s |  |
+| slow | 1 min | 1.00 s / 2.00 s | 1.00 s / 2.00 s |  |
+| cohort | 1 min |  |  | 10.0 ms / 20.0 ms |
+
+Alerts at the end, VictoriaMetrics + vmalert: DiskcanaryFdatasyncFleetDrift pending 4.
+
+ok: 200 nodes, shard 1/2: slowest group fast at most 3.00 s of its 30 s interval (10 %; ≤ 25 %)
+ok: 200 nodes, shard 1/2: 0 missed iterations (0)
+FAIL: 200 nodes, shard 2/2: slowest group fast at most 9.00 s of its 30 s interval (30 %; ≤ 25 %)
+FAIL: 200 nodes, shard 2/2: 1 missed iterations (0)
+ok: 200 nodes, VictoriaMetrics + vmalert: slowest group cohort at most 20.0 ms of its 1 min interval (0 %; ≤ 25 %)
+ok: 200 nodes, VictoriaMetrics + vmalert: 0 missed iterations (0)
+`
+	if w.String() != want {
+		t.Errorf("sharded table:\n%s\nwant:\n%s", w.String(), want)
+	}
+}
+
+// report -engine vmalert reads the global layer from VictoriaMetrics: the
+// groups by vmalert's group label, the median from the iteration summary's
+// quantile 0.5 and the maximum from its quantile 1 over the steady window,
+// missed iterations, both processes' memory and CPU, and the rules (with
+// each group's interval) from vmalert's API, not VictoriaMetrics'.
+func TestReportVmalert(t *testing.T) {
+	const g1, g2 = `"group":"diskcanary.cohort.recording"`, `"group":"diskcanary.drift.alerts"`
+	vector := func(samples ...string) string {
+		return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(samples, ",") + `]}}`
+	}
+	instant := map[string]string{
+		`vm_cache_entries{job="victoria-metrics", type="storage/hour_metric_ids"}`: vector(`{"metric":{},"value":[1000,"1688"]}`),
+		`count({__name__=~".+:.+"})`:                                                  vector(`{"metric":{},"value":[1000,"466"]}`),
+		`sum(process_resident_memory_bytes{job=~"victoria-metrics|vmalert"})`:         vector(`{"metric":{},"value":[1000,"104857600"]}`),
+		`sum(rate(process_cpu_seconds_total{job=~"victoria-metrics|vmalert"}[120s]))`: vector(`{"metric":{},"value":[1000,"0.04"]}`),
+		`vmalert_iteration_total`:                                                     vector(`{"metric":{`+g1+`},"value":[1000,"5"]}`, `{"metric":{`+g2+`},"value":[1000,"10"]}`),
+		`vmalert_iteration_missed_total`:                                              vector(`{"metric":{`+g1+`},"value":[1000,"0"]}`, `{"metric":{`+g2+`},"value":[1000,"1"]}`),
+		`count by (alertname, alertstate) (ALERTS)`:                                   vector(`{"metric":{"alertname":"DiskcanaryFdatasyncFleetDrift","alertstate":"pending"},"value":[1000,"2"]}`),
+	}
+	ranged := map[string]string{
+		`vmalert_iteration_duration_seconds{quantile="0.5"}`: `{"status":"success","data":{"resultType":"matrix","result":[` +
+			`{"metric":{` + g1 + `},"values":[[900,"0.010"],[915,"0.030"],[930,"0.020"]]},{"metric":{` + g2 + `},"values":[[900,"0.005"]]}]}}`,
+		`vmalert_iteration_duration_seconds{quantile="1"}`: `{"status":"success","data":{"resultType":"matrix","result":[` +
+			`{"metric":{` + g1 + `},"values":[[900,"0.040"],[915,"0.090"],[930,"0.050"]]},{"metric":{` + g2 + `},"values":[[900,"0.007"]]}]}}`,
+	}
+	vm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		table := instant
+		if strings.HasSuffix(r.URL.Path, "/query_range") {
+			table = ranged
+		}
+		if body, ok := table[r.Form.Get("query")]; ok {
+			fmt.Fprint(w, body)
+			return
+		}
+		fmt.Fprint(w, vector()) // what a run without such series answers
+	}))
+	defer vm.Close()
+	vmalert := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"status":"success","data":{"groups":[`+
+			`{"name":"diskcanary.cohort.recording","file":"g.yml","interval":60,"rules":[{"type":"recording","name":"cohort:x","query":"x","health":"ok","evaluationTime":0.02,"lastEvaluation":"2026-11-29T04:36:18Z"}]},`+
+			`{"name":"diskcanary.drift.alerts","file":"g.yml","interval":30,"rules":[{"type":"alerting","name":"DiskcanaryFdatasyncFleetDrift","query":"y","duration":600,"health":"ok","state":"pending","evaluationTime":0.004,"lastEvaluation":"2026-11-29T04:36:18Z","alerts":[]}]}]}}`)
+	}))
+	defer vmalert.Close()
+	out := filepath.Join(t.TempDir(), "result.json")
+	if err := reportMain([]string{"-engine", "vmalert", "-prometheus", vm.URL, "-ruler", vmalert.URL, "-name", "VictoriaMetrics + vmalert",
+		"-version", "v1.151.0", "-nodes", "200", "-start", "1", "-steady", "2m", "-out", out}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := []groupStat{
+		{Name: "diskcanary.cohort.recording", Rules: 1, Interval: 60, Median: 0.02, Max: 0.09, Iterations: 5},
+		{Name: "diskcanary.drift.alerts", Rules: 1, Interval: 30, Median: 0.005, Max: 0.007, Iterations: 10, Missed: 1},
+	}
+	if !reflect.DeepEqual(r.Groups, want) {
+		t.Errorf("groups %+v, want %+v", r.Groups, want)
+	}
+	if r.Engine != "vmalert" || r.Name != "VictoriaMetrics + vmalert" || r.Prometheus != "v1.151.0" || r.HeadSeries != 1688 || r.RuleSeries != 466 ||
+		r.RSS != 100<<20 || r.CPU != 0.04 || r.Alerts["DiskcanaryFdatasyncFleetDrift pending"] != 2 {
+		t.Errorf("result %+v", r)
+	}
+	if len(r.Rules) != 2 || r.Rules[0].Name != "cohort:x" || r.Rules[0].Seconds != 0.02 {
+		t.Errorf("rules %+v", r.Rules)
 	}
 }
