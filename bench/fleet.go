@@ -239,13 +239,16 @@ func waitHTTP(r *run, p *testkit.Process, url string) {
 }
 
 // printLogProblems shows the first few errors and warnings of a stopped
-// engine's log.
+// engine's log, each cut short: Prometheus quotes the whole rule.
 func printLogProblems(p *testkit.Process) {
 	b, _ := os.ReadFile(p.Log)
 	shown := 0
 	for _, l := range strings.Split(string(b), "\n") {
 		if (strings.Contains(l, "level=error") || strings.Contains(l, "level=warn") || strings.Contains(l, "\terror\t") || strings.Contains(l, "\twarn\t")) &&
 			!strings.Contains(l, "SIGTERM") && shown < 5 {
+			if len(l) > 400 {
+				l = l[:400] + " ..."
+			}
 			fmt.Println(l)
 			shown++
 		}

@@ -134,7 +134,7 @@ scrape_configs:
 			waitHTTP(r, prom, "http://"+promAddr+"/-/ready")
 			shards = append(shards, prom)
 			reports = append(reports, []string{"-engine", "prometheus", "-prometheus", "http://" + promAddr,
-				"-name", fmt.Sprintf("shard %d/%d (%d clusters)", i+1, p.Shards, len(mine))})
+				"-name", fmt.Sprintf("shard %d/%d (%s)", i+1, p.Shards, plural(len(mine), "cluster"))})
 		}
 		reports = append(reports, []string{"-engine", "vmalert", "-prometheus", "http://" + vmAddr, "-ruler", "http://" + vmalertAddr,
 			"-name", "VictoriaMetrics + vmalert", "-version", testkit.VictoriaMetricsVersion})
@@ -208,6 +208,13 @@ func writeRelabel(config string) (string, error) {
 		return "", fmt.Errorf("no %q", strings.TrimSpace(key))
 	}
 	return key + relabel, nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func writeFile(r *run, file, content string) {
