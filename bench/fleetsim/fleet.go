@@ -105,6 +105,7 @@ type ioProfile struct{ reads, writes, flushes, discards float64 }
 // node is one simulated machine: its disk, its load, its identity.
 type node struct {
 	id, cluster  int
+	member       int // its place in the cluster: the first etcdMembers run an etcd member
 	name, serial string
 	model        *diskModel
 	speed        float64 // this disk against its model's median
@@ -208,7 +209,7 @@ func newNodes(o fleetOptions) []*node {
 			m = (m + 1) % len(o.models)
 		}
 		n := &node{
-			id: i, cluster: c,
+			id: i, cluster: c, member: i % o.perCluster,
 			name:       fmt.Sprintf("ip-10-%d-%d-%d.compute.internal", c%250, (i/250)%250, i%250+1),
 			serial:     fmt.Sprintf("S%03dX%07d", m, 1000003*i%9999991),
 			model:      &o.models[m],

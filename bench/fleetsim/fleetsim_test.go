@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -349,5 +350,44 @@ func TestReportVmalert(t *testing.T) {
 	}
 	if len(r.Rules) != 2 || r.Rules[0].Name != "cohort:x" || r.Rules[0].Seconds != 0.02 {
 		t.Errorf("rules %+v", r.Rules)
+	}
+}
+
+// An etcd template is one member's view; each simulated member of a cluster
+// gets its own server_id and its two peers' IDs as To, so a To names one
+// member's etcd_server_id (the rules join on it).
+func TestEtcdMembersHaveTheirOwnIDs(t *testing.T) {
+	tpl, err := parseTemplate(strings.NewReader(`# TYPE etcd_server_id gauge
+etcd_server_id{server_id="a48b05c7421d511b"} 1
+# TYPE etcd_network_peer_sent_failures_total counter
+etcd_network_peer_sent_failures_total{To="ac8832e2f137680f"} 0
+etcd_network_peer_sent_failures_total{To="7ca25baa216d8b32"} 0
+`), templateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := newNodes(fleetOptions{nodes: 12, perCluster: 6, seed: 1, models: defaultModels})
+	ids := func(n *node) []string {
+		var out []string
+		for _, fam := range tpl.families {
+			for _, s := range fam.series {
+				for _, l := range s.labelsFor(n) {
+					out = append(out, l.name+"="+l.value)
+				}
+			}
+		}
+		return out
+	}
+	// Nodes 6-8 are cluster 1's members 0-2; the template's peers in the
+	// order of their IDs (7ca…, ac8…) are the member's next and the one
+	// after. Families by name, series as captured (ac8… first).
+	for i, want := range [][]string{
+		{"To=0000000200000003", "To=0000000200000002", "server_id=0000000200000001"},
+		{"To=0000000200000001", "To=0000000200000003", "server_id=0000000200000002"},
+		{"To=0000000200000002", "To=0000000200000001", "server_id=0000000200000003"},
+	} {
+		if got := ids(nodes[6+i]); !slices.Equal(got, want) {
+			t.Errorf("member %d: %v, want %v", i, got, want)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func serveMain(args []string) error {
 			"cluster": fmt.Sprintf("cluster-%03d", n.cluster), "node": n.name,
 			"namespace": "diskcanary", "pod": "diskcanary-" + podSuffix(r), "container": "diskcanary", "endpoint": "metrics",
 		}})
-		if etpl != nil && i%*perCluster < 3 {
+		if etpl != nil && n.member < etcdMembers {
 			eaddr := fmt.Sprintf("127.78.%d.%d:%d", i/250, i%250+1, *port)
 			targets[eaddr] = newTarget(etpl, n, *seed+1, now)
 			esd = append(esd, sdGroup{Targets: []string{eaddr}, Labels: map[string]string{

@@ -83,11 +83,19 @@ type series struct {
 	upper   []float64 // histogram bucket bounds without +Inf
 	static  []float64 // a static histogram's or summary's lines
 	qs      []string  // a summary's quantile labels
+	peer    int       // an etcd series' To: the rank of its member ID among the template's peers
 	drv     driver
 	probe   string
 	slot    int // first value in target.vals
 	width   int
 }
+
+// etcdMembers is how many etcd members fleetsim runs per cluster (on its
+// first nodes).
+const etcdMembers = 3
+
+// etcdMemberID is member m of cluster c's etcd ID, hex as etcd prints it.
+func etcdMemberID(c, m int) string { return fmt.Sprintf("%08x%08x", c+1, m+1) }
 
 // labelsFor are the series' labels on one node.
 func (s *series) labelsFor(n *node) []labelPair {
@@ -101,6 +109,10 @@ func (s *series) labelsFor(n *node) []labelPair {
 			l.value = n.model.name
 		case "serial":
 			l.value = n.serial
+		case "server_id":
+			l.value = etcdMemberID(n.cluster, n.member)
+		case "To":
+			l.value = etcdMemberID(n.cluster, (n.member+1+s.peer)%etcdMembers)
 		}
 		out[i] = l
 	}
@@ -184,8 +196,29 @@ func parseTemplate(r io.Reader, opt templateOptions) (*template, error) {
 			t.families = append(t.families, fam)
 		}
 	}
+	// An etcd template is one member's view: its own ID (server_id) and its
+	// peers' (To). Each simulated member gets IDs of its own cluster, the
+	// template's peers in the order of their IDs, so the rules' joins from
+	// a peer's To to its etcd_server_id find one member, not every
+	// cluster's template member.
+	var peers []string
 	for _, fam := range t.families {
 		for _, s := range fam.series {
+			for _, l := range s.labels {
+				if l.name == "To" && !slices.Contains(peers, l.value) {
+					peers = append(peers, l.value)
+				}
+			}
+		}
+	}
+	slices.Sort(peers)
+	for _, fam := range t.families {
+		for _, s := range fam.series {
+			for _, l := range s.labels {
+				if l.name == "To" {
+					s.peer = slices.Index(peers, l.value)
+				}
+			}
 			s.slot = t.width
 			t.width += s.width
 			switch s.drv {
@@ -210,7 +243,7 @@ func (t *template) newSeries(fam *family, typ dto.MetricType, m *dto.Metric, opt
 			if opt.path != "" {
 				l.value = opt.path
 			}
-		case "model", "serial":
+		case "model", "serial", "server_id", "To":
 			s.perNode = true
 		}
 		s.labels = append(s.labels, l)
