@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -64,4 +65,16 @@ func TestMergeGeneratedReplacesOnlyTheScenariosRun(t *testing.T) {
 		"Generated on day 1.\n\n| bench | verdict | time |\n|---|---|---|\n| a | pass | 1s |\n| b | pass | 3s |\n| c | pass | 4s |\n\n"+
 		"### a\n\n```\nold a\n```\n\n### b\n\nRun on day 2.\n\n```\nnew b\n```\n\n### c\n\nRun on day 2.\n\n```\nnew c\n```\n\n"+
 		endMark+"tail\n", string(b))
+}
+
+// fio's IOPS at the bound is check's rule on fio's rate steps: the last
+// step that held before the first that broke, whatever held after it.
+func TestKneeAt(t *testing.T) {
+	ms := time.Millisecond
+	steps := []fioStep{{250, 250, 3 * ms}, {400, 399.5, 4 * ms}, {500, 498, 9 * ms}, {550, 500, 80 * ms}, {600, 599, 2 * ms}}
+	require.Equal(t, 498.0, kneeAt(steps, 50*ms))
+	// Short of 90 % of the rate asked breaks it too.
+	require.Equal(t, 399.5, kneeAt([]fioStep{{250, 250, ms}, {400, 399.5, ms}, {500, 449, ms}}, 50*ms))
+	require.Equal(t, 0.0, kneeAt([]fioStep{{100, 100, 11 * ms}, {125, 125, ms}}, 10*ms))
+	require.Equal(t, 0.0, kneeAt(nil, 10*ms))
 }
