@@ -76,7 +76,9 @@ func capacityVsFIO(r *run, p params) bool {
 		sources = append(sources, "fio latency_target")
 	}
 	atBound := map[string][]float64{}
-	p99s := map[string]map[int][]float64{"check": {}, "fio": {}, "fio again": {}}
+	// "check service" is check's syscalls alone, without the wait from
+	// an op's due time: what fio's p99 times too.
+	p99s := map[string]map[int][]float64{"check": {}, "check service": {}, "fio": {}, "fio again": {}}
 	for i := range p.Rounds {
 		for _, who := range alternate(i, sources...) {
 			switch who {
@@ -89,6 +91,7 @@ func capacityVsFIO(r *run, p params) bool {
 				atBound[who] = append(atBound[who], at)
 				for _, s := range j.Steps {
 					p99s[who][int(s.AskedIOPS)] = append(p99s[who][int(s.AskedIOPS)], s.LatencySeconds.P99)
+					p99s["check service"][int(s.AskedIOPS)] = append(p99s["check service"][int(s.AskedIOPS)], s.ServiceP99Seconds)
 					r.Logf("round %d check %.0f asked: achieved %.1f p99 %v", i+1, s.AskedIOPS, s.AchievedIOPS, read.Seconds(s.LatencySeconds.P99))
 				}
 			case "fio", "fio again":
@@ -135,6 +138,8 @@ func capacityVsFIO(r *run, p params) bool {
 		switch {
 		case lt == 0:
 			r.printf("fio latency_target (closed loop): no depth holds the bound: a closed loop at depth 1 already runs at the device's rate, so its tail is the device's, not a queue's\n")
+		case fm == 0:
+			r.printf("fio latency_target (closed loop): %.1f IOPS, where no rate step of fio's held\n", lt)
 		case !bound.Holds(lt / fm):
 			// The two references disagree: said once, with the numbers.
 			r.printf("fio latency_target (closed loop): %.1f IOPS, ×%.3f of fio's rate steps: a closed loop at a depth exposes at most that depth of ops to a stall, an open loop every op due during it\n", lt, lt/fm)
@@ -147,9 +152,9 @@ func capacityVsFIO(r *run, p params) bool {
 		what = "p99 (check: the append from its scheduled start; fio: the fdatasync from submission)"
 	}
 	r.printf("per-step %s, ms, medians of the rounds:\n", what)
-	r.printf("  %8s %9s %9s %8s %8s %7s\n", "asked", "fio", "check", "ratio", "fio A/A", "rounds")
+	r.printf("  %8s %9s %9s %8s %8s %13s %7s\n", "asked", "fio", "check", "ratio", "fio A/A", "check service", "rounds")
 	for _, rate := range p.Rates {
-		c, f, a := p99s["check"][rate], p99s["fio"][rate], p99s["fio again"][rate]
+		c, f, a, sv := p99s["check"][rate], p99s["fio"][rate], p99s["fio again"][rate], p99s["check service"][rate]
 		if len(c) == 0 && len(f) == 0 {
 			continue
 		}
@@ -165,7 +170,7 @@ func capacityVsFIO(r *run, p params) bool {
 			}
 			return fmt.Sprintf("%.3f", stats.Median(xs)/stats.Median(ref))
 		}
-		r.printf("  %8d %9s %9s %8s %8s %7d\n", rate, ms(f), ms(c), of(c, f), of(a, f), len(c))
+		r.printf("  %8d %9s %9s %8s %8s %13s %7d\n", rate, ms(f), ms(c), of(c, f), of(a, f), ms(sv), len(c))
 	}
 	return ok
 }
