@@ -76,6 +76,7 @@ func capacityVsFIO(r *run, p params) bool {
 		sources = append(sources, "fio latency_target")
 	}
 	atBound := map[string][]float64{}
+	var depths []float64 // latency_target's
 	// "check service" is check's syscalls alone, without the wait from
 	// an op's due time: what fio's p99 times too.
 	p99s := map[string]map[int][]float64{"check": {}, "check service": {}, "fio": {}, "fio again": {}}
@@ -102,7 +103,9 @@ func capacityVsFIO(r *run, p params) bool {
 					r.Logf("round %d %s %.0f asked: achieved %.1f p99 %v", i+1, who, s.asked, s.iops, s.p99)
 				}
 			case "fio latency_target":
-				atBound[who] = append(atBound[who], r.fioLatencyTarget(t))
+				iops, depth := r.fioLatencyTarget(t)
+				atBound[who] = append(atBound[who], iops)
+				depths = append(depths, float64(depth))
 			}
 		}
 	}
@@ -155,7 +158,8 @@ func capacityVsFIO(r *run, p params) bool {
 			r.printf("fio latency_target (closed loop): %.1f IOPS, where no rate step of fio's held\n", lt)
 		case !bound.Holds(lt / fm):
 			// The two references disagree: said once, with the numbers.
-			r.printf("fio latency_target (closed loop): %.1f IOPS, ×%.3f of fio's rate steps: a closed loop at a depth exposes at most that depth of ops to a stall, an open loop every op due during it\n", lt, lt/fm)
+			r.printf("fio latency_target (closed loop): %.1f IOPS at depth %.0f, ×%.3f of fio's rate steps: the two references disagree; a closed loop's rate is its depth over the reads' latency, the rate steps offer each rate with up to %d in flight\n",
+				lt, stats.Median(depths), lt/fm, probes.DefaultCapacityConcurrency)
 		default:
 			r.printf("fio latency_target (closed loop): %.1f IOPS, ×%.3f of fio's rate steps\n", lt, lt/fm)
 		}
@@ -298,10 +302,10 @@ func kneeAt(steps []fioStep, bound time.Duration) float64 {
 	return at
 }
 
-// fioLatencyTarget is fio's closed-loop IOPS at the bound: the depth its
-// latency_target search settles on (same percentile, same bound), then
-// run at that depth for 10 s; 0 when even depth 1 breaks the bound.
-func (r *run) fioLatencyTarget(t capacityTarget) float64 {
+// fioLatencyTarget is fio's closed-loop IOPS at the bound and the depth
+// its latency_target search settles on (same percentile, same bound), run
+// at that depth for 10 s; 0 IOPS when even depth 1 breaks the bound.
+func (r *run) fioLatencyTarget(t capacityTarget) (float64, int) {
 	search := append(t.fioArgs(probes.DefaultCapacityConcurrency), "--latency_target="+strconv.FormatInt(t.bound.Microseconds(), 10),
 		"--latency_window=1000000", "--latency_percentile=99", "--runtime=30", "--time_based")
 	var found struct {
@@ -316,7 +320,7 @@ func (r *run) fioLatencyTarget(t capacityTarget) float64 {
 	f := t.figures(r, r.fioJob(t, append(t.fioArgs(depth), "--runtime=10", "--time_based")...))
 	r.Logf("fio latency_target: depth %d, %.1f IOPS, p99 %v", depth, f.iops, f.p99)
 	if f.p99 > t.bound {
-		return 0
+		return 0, depth
 	}
-	return f.iops
+	return f.iops, depth
 }
