@@ -107,9 +107,10 @@ func TestSweepStopsAtTheFirstStepThatBreaks(t *testing.T) {
 	require.Equal(t, 1, kneeOf(steps))
 }
 
-// The dispatcher is not the ceiling: ops that cost nothing, asked at
-// 20,000 a second, all go out on schedule (the VM disk's knee lies in the
-// tens of thousands, go run ./bench capacity-vs-fio), on 2 CPUs too.
+// The dispatcher alone is not the ceiling: ops that cost nothing, asked
+// at 20,000 a second, all go out on schedule, on 2 CPUs too (the VM
+// disk's knee lies in the tens of thousands, go run ./bench
+// capacity-vs-fio). A read's own thread wake-ups are not covered here.
 func TestSweepCarriesTwentyThousandOpsASecond(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	nop := func(int) (time.Duration, error) { return 0, nil }
