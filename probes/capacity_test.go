@@ -107,23 +107,6 @@ func TestSweepStopsAtTheFirstStepThatBreaks(t *testing.T) {
 	require.Equal(t, 1, kneeOf(steps))
 }
 
-// The dispatcher alone is not the ceiling: ops that cost nothing, asked
-// at 20,000 a second, all go out on schedule, on 2 CPUs too (the VM
-// disk's knee lies in the tens of thousands, go run ./bench
-// capacity-vs-fio). A read's own thread wake-ups are not covered here.
-func TestSweepCarriesTwentyThousandOpsASecond(t *testing.T) {
-	testkit.SkipUnderRace(t)
-	nop := func(int) (time.Duration, error) { return 0, nil }
-	w := newSweeper([]float64{20000}, time.Second, 32, 20000, time.Second, nop)
-	steps, err := w.run(func(CapacityStep) {})
-	require.NoError(t, err)
-	require.Len(t, steps, 1)
-	s := steps[0]
-	t.Logf("achieved %.0f p50 %v p99 %v", s.AchievedIOPS, s.P50, s.P99)
-	require.Equal(t, 0, s.Missed)
-	require.False(t, s.Short, "%+v", s)
-}
-
 // Many slots carry the rate, but every read takes 15 ms: the p99 breaks a
 // 10 ms bound while the rate holds.
 func TestSweepBreaksOnTheBoundAlone(t *testing.T) {
