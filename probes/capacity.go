@@ -141,8 +141,8 @@ type CapacityOptions struct {
 
 // CapacityStep is one rate of the sweep. Latencies are measured from each
 // read's scheduled start, not from when it was issued: a read that waits
-// for a free slot, or for the dispatcher, carries that wait (coordinated
-// omission); ServiceP50 and ServiceP99 are the syscalls alone.
+// for a free worker, or for its worker's wake-up, carries that wait
+// (coordinated omission); ServiceP50 and ServiceP99 are the syscalls alone.
 type CapacityStep struct {
 	AskedIOPS, AchievedIOPS float64
 	// Ops were scheduled; Missed of them were never issued before the step
@@ -528,10 +528,10 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			return res, err
 		}
 	}
-	// No GC while measuring, and a P for each worker, the dispatcher and
-	// this goroutine, so an op that returns never waits for one. The ops
-	// enter syscall state as the daemon's do (timedio.go), not raw as
-	// check's randread: a raw op holds its P, and a hung one would then
+	// No GC while measuring, and a P for each worker, the sweep's own
+	// goroutine and this one, so an op that returns never waits for one.
+	// The ops enter syscall state as the daemon's do (timedio.go), not raw
+	// as check's randread: a raw op holds its P, and a hung one would then
 	// hang the stop-the-world that restoring GOMAXPROCS needs.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))
