@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -88,4 +89,23 @@ remote_write:
 `, got)
 	_, err = writeRelabel("remote_write:\n  - url: http://x/api/v1/write\n")
 	require.EqualError(t, err, `no "write_relabel_configs:"`)
+}
+
+// fio's IOPS at the bound is check's rule on fio's rate steps: the last
+// step that held before the first that broke, whatever held after it.
+func TestKneeAt(t *testing.T) {
+	ms := time.Millisecond
+	steps := []fioStep{{250, 250, 1000, 3 * ms}, {400, 400, 1000, 4 * ms}, {500, 500, 1000, 9 * ms}, {550, 500, 1000, 80 * ms}, {600, 600, 1000, 2 * ms}}
+	require.Equal(t, 500.0, kneeAt(steps, 50*ms))
+	// Short of 90 % of the rate asked breaks it too.
+	require.Equal(t, 400.0, kneeAt([]fioStep{{250, 250, 1000, ms}, {400, 400, 1000, ms}, {500, 449, 1000, ms}}, 50*ms))
+	require.Equal(t, 0.0, kneeAt([]fioStep{{100, 100, 1000, 11 * ms}, {125, 125, 1000, ms}}, 10*ms))
+	require.Equal(t, 0.0, kneeAt(nil, 10*ms))
+	// fio at 185.4 of 200 asked, its p99 5.8 ms from submission: by its
+	// own schedule the 990th of 1,000 appends ended 0.99·1000·(1/185.4 −
+	// 1/200) = 390 ms late, so the step broke a 10 ms bound.
+	wal := []fioStep{{160, 160.2, 1000, 6 * ms}, {200, 185.4, 1000, 5800 * time.Microsecond}}
+	require.Equal(t, 389805*time.Microsecond, wal[1].late().Truncate(time.Microsecond))
+	require.Equal(t, time.Duration(0), wal[0].late(), "ahead of schedule is not late")
+	require.Equal(t, 160.2, kneeAt(wal, 10*ms))
 }

@@ -141,8 +141,8 @@ type CapacityOptions struct {
 
 // CapacityStep is one rate of the sweep. Latencies are measured from each
 // read's scheduled start, not from when it was issued: a read that waits
-// for a free slot, or for the dispatcher, carries that wait (coordinated
-// omission); ServiceP50 and ServiceP99 are the syscalls alone.
+// for a free worker, or for its worker's wake-up, carries that wait
+// (coordinated omission); ServiceP50 and ServiceP99 are the syscalls alone.
 type CapacityStep struct {
 	AskedIOPS, AchievedIOPS float64
 	// Ops were scheduled; Missed of them were never issued before the step
@@ -210,8 +210,11 @@ func stepOps(rate float64, minOps int, minTime time.Duration) int {
 // service time.
 type capacityOp func(w int) (time.Duration, error)
 
-// sweeper runs the steps: an open-loop dispatcher that hands each read to
-// the first of pool workers at its scheduled time.
+// sweeper runs the steps open-loop on pool workers: a free worker claims
+// the next op, sleeps until it is due and issues it, so an op costs one
+// wake-up of its own thread, not a dispatcher's and a hand-off too (on 2
+// busy CPUs those wake-ups capped the sweep below what the disk took:
+// go run ./bench capacity-vs-fio).
 type sweeper struct {
 	rates   []float64
 	maxP99  time.Duration
@@ -225,18 +228,26 @@ type sweeper struct {
 	budgetEnded bool
 	quit        chan struct{}   // closed to stop between reads
 	lat, svc    []time.Duration // one step's samples, sized for the largest
-	work        chan slot
-	wg          sync.WaitGroup
+	issued      []bool
+	steps       []chan *stepRun // one a worker
 	errMu       sync.Mutex
 	err         error
-	timerfd     int
 	stopped     atomic.Bool
 }
 
-type slot struct {
-	i     int
-	sched int64 // nanotime the read was due
+// stepRun is one step as its workers share it.
+type stepRun struct {
+	n               int
+	start, deadline int64 // nanotime
+	period          float64
+	next            atomic.Int64 // the next op to claim
+	gaveUp          atomic.Int64 // when a worker first found the deadline passed
+	poolFull        atomic.Bool
+	done            sync.WaitGroup
 }
+
+// due is when op i of the step is due.
+func (sr *stepRun) due(i int) int64 { return sr.start + int64(float64(i)*sr.period) }
 
 func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime time.Duration, op capacityOp) *sweeper {
 	most := 0
@@ -244,14 +255,14 @@ func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime
 		most = max(most, stepOps(r, minOps, minTime))
 	}
 	return &sweeper{rates: rates, maxP99: maxP99, pool: pool, minOps: minOps, minTime: minTime, op: op,
-		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), work: make(chan slot), timerfd: -1}
+		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), issued: make([]bool, most)}
 }
 
 // sweepHeadroom is how far the process's memory may grow during a sweep,
 // whose GC is off, before the runtime collects anyway.
 const sweepHeadroom = 256 << 20
 
-// maxSleepSlice bounds one wait of the dispatcher between ops.
+// maxSleepSlice bounds one wait of a worker for its op.
 const maxSleepSlice = 100 * time.Millisecond
 
 // errBudgetEnds is a sweeper's before saying the write budget ends the
@@ -262,22 +273,33 @@ var errBudgetEnds = errors.New("the write budget ends the sweep")
 // step; it returns the steps done and why it stopped early (nil when a
 // step broke the bound or the rates ran out).
 func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("timerfd: %w", err)
+	fds := make([]int, 0, w.pool)
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for range w.pool {
+		fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("timerfd: %w", err)
+		}
+		fds = append(fds, fd)
 	}
-	w.timerfd = fd
-	defer unix.Close(fd)
 	var workers sync.WaitGroup
+	w.steps = make([]chan *stepRun, w.pool)
 	for i := range w.pool {
+		w.steps[i] = make(chan *stepRun)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			w.worker(i)
+			w.worker(i, fds[i])
 		}()
 	}
 	defer func() {
-		close(w.work)
+		for _, c := range w.steps {
+			close(c)
+		}
 		workers.Wait()
 	}()
 	var steps []CapacityStep
@@ -308,15 +330,40 @@ func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
 	return steps, nil
 }
 
-func (w *sweeper) worker(id int) {
-	for s := range w.work {
+// worker claims the ops of each step in turn until none is left, the
+// step's deadline has passed or the sweep is stopped. An op already due
+// when claimed waited for a worker: every one was busy (PoolFull).
+func (w *sweeper) worker(id, timerfd int) {
+	for sr := range w.steps[id] {
+		w.claim(sr, id, timerfd)
+		sr.done.Done()
+	}
+}
+
+func (w *sweeper) claim(sr *stepRun, id, timerfd int) {
+	for !w.stopped.Load() {
+		i := int(sr.next.Add(1) - 1)
+		if i >= sr.n {
+			return
+		}
+		due, now := sr.due(i), nanotime()
+		if now > sr.deadline {
+			sr.gaveUp.CompareAndSwap(0, now)
+			return
+		}
+		if now > due {
+			sr.poolFull.Store(true)
+		} else if w.sleepUntil(timerfd, due); w.stopped.Load() {
+			return
+		}
 		svc, err := w.op(id)
-		w.lat[s.i] = time.Duration(nanotime() - s.sched)
-		w.svc[s.i] = svc
+		w.lat[i] = time.Duration(nanotime() - due)
+		w.svc[i] = svc
+		w.issued[i] = true
 		if err != nil {
 			w.fail(err)
+			return
 		}
-		w.wg.Done()
 	}
 }
 
@@ -348,63 +395,47 @@ func (w *sweeper) stop() {
 func (w *sweeper) step(rate float64) (st CapacityStep, complete bool) {
 	n := stepOps(rate, w.minOps, w.minTime)
 	st = CapacityStep{AskedIOPS: rate, Ops: n}
-	period := 1e9 / rate
-	planned := float64(n) * period
-	start := nanotime() + int64(time.Millisecond)
-	deadline := start + int64(planned*capacityGrace)
-	var late *time.Timer
-	issued := 0
-	w.wg.Add(n)
-dispatch:
-	for ; issued < n; issued++ {
-		s := slot{i: issued, sched: start + int64(float64(issued)*period)}
-		w.sleepUntil(s.sched)
-		// A stop first: a select with a free worker ready too would pick
-		// either, and each op more costs a period.
-		select {
-		case <-w.quit:
-			break dispatch
-		default:
-		}
-		select {
-		case w.work <- s:
-			continue
-		default:
-		}
-		st.PoolFull = true
-		if late == nil {
-			late = time.NewTimer(time.Duration(deadline - nanotime()))
-			defer late.Stop()
-		}
-		select {
-		case <-w.quit:
-			break dispatch
-		case w.work <- s:
-		case <-late.C:
-			break dispatch
-		}
+	sr := &stepRun{n: n, period: 1e9 / rate}
+	planned := float64(n) * sr.period
+	sr.start = nanotime() + int64(time.Millisecond)
+	sr.deadline = sr.start + int64(planned*capacityGrace)
+	clear(w.issued[:n])
+	sr.done.Add(w.pool)
+	for _, c := range w.steps {
+		c <- sr
 	}
-	gaveUp := nanotime()
-	w.wg.Add(issued - n)
-	w.wg.Wait()
+	sr.done.Wait()
 	select {
 	case <-w.quit:
 		return st, false
 	default:
 	}
-	span := max(nanotime()-start, int64(planned))
-	for i := issued; i < n; i++ {
-		w.lat[i] = time.Duration(gaveUp - (start + int64(float64(i)*period)))
-		w.svc[i] = 0
+	end := nanotime()
+	gaveUp := sr.gaveUp.Load()
+	if gaveUp == 0 {
+		gaveUp = end
 	}
+	// Reads never issued count with the wait until the step gave up;
+	// the service times of those issued go first, for their percentiles.
+	issued := 0
+	for i := range n {
+		if !w.issued[i] {
+			w.lat[i] = time.Duration(gaveUp - sr.due(i))
+			continue
+		}
+		w.svc[issued] = w.svc[i]
+		issued++
+	}
+	span := max(end-sr.start, int64(planned))
+	st.PoolFull = sr.poolFull.Load()
 	st.Missed = n - issued
 	st.Duration = time.Duration(span)
 	st.AchievedIOPS = float64(issued) / (float64(span) / 1e9)
-	lat, svc := w.lat[:n], w.svc[:n]
+	lat, svc := w.lat[:n], w.svc[:issued]
 	slices.Sort(lat)
-	slices.Sort(svc[:issued])
+	slices.Sort(svc)
 	st.P50, st.P90, st.P99, st.P999, st.Max = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99), Percentile(lat, 99.9), lat[n-1]
-	st.ServiceP50, st.ServiceP99 = Percentile(svc[:issued], 50), Percentile(svc[:issued], 99)
+	st.ServiceP50, st.ServiceP99 = Percentile(svc, 50), Percentile(svc, 99)
 	st.OverBound = st.P99 > w.maxP99
 	st.Short = st.AchievedIOPS < capacityHeld*rate
 	return st, true
@@ -415,7 +446,7 @@ dispatch:
 // maxSleepSlice, so a stop at a low rate is not a period late); a wait
 // under 50µs is spun with yields instead, as a timer's slack would be
 // longer than the wait.
-func (w *sweeper) sleepUntil(t int64) {
+func (w *sweeper) sleepUntil(timerfd int, t int64) {
 	for !w.stopped.Load() {
 		d := t - nanotime()
 		switch {
@@ -426,12 +457,12 @@ func (w *sweeper) sleepUntil(t int64) {
 			continue
 		}
 		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(min(t, nanotime()+int64(maxSleepSlice)))}
-		if unix.TimerfdSettime(w.timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
+		if unix.TimerfdSettime(timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
 			time.Sleep(min(time.Duration(d), maxSleepSlice))
 			continue
 		}
 		var b [8]byte
-		_, _ = unix.Read(w.timerfd, b[:])
+		_, _ = unix.Read(timerfd, b[:])
 	}
 }
 
@@ -497,10 +528,10 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			return res, err
 		}
 	}
-	// No GC while measuring, and a P for each worker, the dispatcher and
-	// this goroutine, so an op that returns never waits for one. The ops
-	// enter syscall state as the daemon's do (timedio.go), not raw as
-	// check's randread: a raw op holds its P, and a hung one would then
+	// No GC while measuring, and a P for each worker, the sweep's own
+	// goroutine and this one, so an op that returns never waits for one.
+	// The ops enter syscall state as the daemon's do (timedio.go), not raw
+	// as check's randread: a raw op holds its P, and a hung one would then
 	// hang the stop-the-world that restoring GOMAXPROCS needs.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))

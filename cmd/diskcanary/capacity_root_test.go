@@ -227,7 +227,7 @@ func TestCapacityOnHungReadsExits2(t *testing.T) {
 	require.Equal(t, 2, ee.ExitCode(), "could not measure")
 	require.Contains(t, stdout.String(), "  COULD NOT MEASURE: --timeout 4s: timed out after 1 step: a read on ")
 	// The step held its rate: 1000 asked, at least 990 achieved (a race
-	// build's dispatcher may end a step a read short of the plan's span).
+	// build's workers may end a step a read short of the plan's span).
 	require.Regexp(t, `\n        1000 +(99\d\.\d|1000\.0) `, stdout.String())
 	require.Equal(t, 1, strings.Count(stdout.String(), "  held\n"), "the step done, in the table:\n%s", stdout.String())
 	require.Equal(t, []string{".diskcanary-check-readset"}, probeFiles(t, m.Dir), "as the reason said")
