@@ -71,10 +71,18 @@ func attributionRecording(p Params) []Group {
 	// device-mapper device's requests reach the disk under them); NaN
 	// (no request in the window) is dropped, not compared. Only the ops a
 	// probe's requests are: discards make no probe slow.
-	d.Rules = append(d.Rules, Rule{
-		Record: ruleDiskRequestP99,
-		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket{op=~%q}[15m]))) >= 0", p.instanceLabels(), strings.Join(requestOps, "|")),
-	})
+	requests := fmt.Sprintf("diskcanary_disk_request_duration_seconds_bucket{op=~%q}", strings.Join(requestOps, "|"))
+	if step := p.windowStep(); step > 0 {
+		inc := increaseRule("disk", "diskcanary_disk_request_duration_seconds", step)
+		d.Rules = append(d.Rules,
+			Rule{Record: inc, Expr: fmt.Sprintf("sum by (%s, device, op, le) (increase(%s[%s]))", p.instanceLabels(), requests, promDuration(step))},
+			Rule{Record: ruleDiskRequestP99, Expr: fmt.Sprintf("histogram_quantile(0.99,\n%s\n) >= 0", steppedSum(inc, step))})
+	} else {
+		d.Rules = append(d.Rules, Rule{
+			Record: ruleDiskRequestP99,
+			Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(%s[15m]))) >= 0", p.instanceLabels(), requests),
+		})
+	}
 	// A probe's device: a disk is its own; a partition or dm/md device
 	// takes the slowest disk under it (diskcanary_disk_parent_info). One
 	// rule per op keeps the join one-to-many.
