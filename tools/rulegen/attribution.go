@@ -76,7 +76,7 @@ func attributionRecording(p Params) []Group {
 		inc := increaseRule("disk", "diskcanary_disk_request_duration_seconds", step)
 		d.Rules = append(d.Rules,
 			Rule{Record: inc, Expr: fmt.Sprintf("sum by (%s, device, op, le) (increase(%s[%s]))", p.instanceLabels(), requests, promDuration(step))},
-			Rule{Record: ruleDiskRequestP99, Expr: fmt.Sprintf("histogram_quantile(0.99,\n%s\n) >= 0", steppedSum(inc, step))})
+			Rule{Record: ruleDiskRequestP99, Expr: steppedQuantile("0.99", inc) + " >= 0"})
 	} else {
 		d.Rules = append(d.Rules, Rule{
 			Record: ruleDiskRequestP99,

@@ -74,9 +74,9 @@ func probeRecording(p Params) []Group {
 			inc := increaseRule("target", op.metric, step)
 			mid.Rules = append(mid.Rules,
 				Rule{Record: inc, Expr: fmt.Sprintf("sum by (%s, le) (increase(%s_bucket[%s]))", t, op.metric, promDuration(step))},
-				Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: fmt.Sprintf("histogram_quantile(0.99,\n%s\n)", steppedSum(inc, step))},
+				Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: steppedQuantile("0.99", inc)},
 				// The +Inf bucket counts every sample, as _count does.
-				Rule{Record: samplesRule(op.op, "15m"), Expr: fmt.Sprintf("sum by (%s) (\n%s\n)", t, steppedSum(inc+`{le="+Inf"}`, step))})
+				Rule{Record: samplesRule(op.op, "15m"), Expr: fmt.Sprintf("sum by (%s) (\n%s\n)", t, steppedCount(inc+`{le="+Inf"}`, step))})
 		} else {
 			mid.Rules = append(mid.Rules,
 				Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: quantile("0.99", op.metric, "15m")},

@@ -8,12 +8,13 @@ import (
 
 // The 15-minute histogram windows, built from increases recorded once a
 // step. A quantile over rate(x_bucket[15m]) re-reads a quarter hour of
-// every raw bucket each time it runs, the costliest rules at fleet scale;
-// recording each bucket's increase over one step (aggregated to the labels
-// the quantile keeps) and adding the last 15m/step of them reads each raw
-// sample about once, and the quantile a handful of recorded ones. The sum
-// runs in the group that records the increases, right after them, so it
-// never reads another group's output before that group's first run.
+// every raw bucket each time it runs, the costliest rules at fleet scale.
+// Instead each 15-minute group records every bucket's increase over one
+// step (its own interval), summed to the labels the quantile keeps, and
+// takes the quantile of sum_over_time of the last 15m/step of them: each
+// raw sample is read about once, the quantile a handful of recorded
+// samples. Both run in the group that records the increases, right after
+// them, so they never read another group's output before its first run.
 
 // window15m is the window the stepped sums cover.
 const window15m = 15 * time.Minute
@@ -39,12 +40,34 @@ func increaseRule(level, metric string, step time.Duration) string {
 	return fmt.Sprintf("%s:%s_bucket:increase%s", level, metric, promDuration(step))
 }
 
-// steppedSum is the 15-minute increase of the recorded per-step series
-// sel: the latest step's increase plus the steps before it, each taken at
-// its offset. A step not recorded yet (the first minutes after the rules
-// are loaded, a gap) counts as no samples, as the raw window would have
-// none there, rather than hiding the whole window.
-func steppedSum(sel string, step time.Duration) string {
+// stepWindow is the range that holds the last 15m/step recorded steps of
+// a series recorded every step by the group reading it: 15 minutes less a
+// second, so the step recorded exactly 15 minutes ago (inside a closed
+// range) is out.
+func stepWindow() string {
+	w := window15m - time.Second
+	return fmt.Sprintf("%dm%ds", w/time.Minute, (w%time.Minute)/time.Second)
+}
+
+// steppedQuantile is the q-quantile over 15 minutes of inc, a recorded
+// per-step bucket increase. Where the group runs every step the range
+// holds exactly the steps that tile the window; where it runs more often
+// (promtool's 1 m evaluations) it holds overlapping steps, which weight
+// the window's edges less but, a quantile being a ratio of bucket counts,
+// give a steady histogram's quantile exactly.
+func steppedQuantile(q, inc string) string {
+	return fmt.Sprintf("histogram_quantile(%s, sum_over_time(%s[%s]))", q, inc, stepWindow())
+}
+
+// steppedCount is the 15-minute increase of the recorded per-step series
+// sel, which a sample floor compares as a count, so it adds the steps by
+// their offsets and holds at any evaluation interval: the latest step's
+// increase plus the steps before it. A step not recorded yet (the first
+// minutes after the rules are loaded, a gap) counts as no samples, as the
+// raw window would have none there, rather than hiding the whole window.
+// One series a target (the +Inf bucket): the vector matching this costs
+// would make it the dearest rule over every bucket.
+func steppedCount(sel string, step time.Duration) string {
 	terms := []string{sel}
 	for k := 1; k < int(window15m/step); k++ {
 		off := fmt.Sprintf("%s offset %s", sel, promDuration(time.Duration(k)*step))
