@@ -75,8 +75,10 @@ func probeRecording(p Params) []Group {
 			mid.Rules = append(mid.Rules,
 				Rule{Record: inc, Expr: fmt.Sprintf("sum by (%s, le) (increase(%s_bucket[%s]))", t, op.metric, promDuration(step))},
 				Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: steppedQuantile("0.99", inc)},
-				// The +Inf bucket counts every sample, as _count does.
-				Rule{Record: samplesRule(op.op, "15m"), Expr: fmt.Sprintf("sum by (%s) (\n%s\n)", t, steppedCount(inc+`{le="+Inf"}`, step))})
+				// The sample floor compares a count, which sum_over_time
+				// of overlapping steps would inflate; _count is one raw
+				// series a target, cheap to read over the whole window.
+				Rule{Record: samplesRule(op.op, "15m"), Expr: samples(op.metric, "15m")})
 		} else {
 			mid.Rules = append(mid.Rules,
 				Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: quantile("0.99", op.metric, "15m")},

@@ -2,7 +2,6 @@ package rulegen
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -57,21 +56,4 @@ func stepWindow() string {
 // give a steady histogram's quantile exactly.
 func steppedQuantile(q, inc string) string {
 	return fmt.Sprintf("histogram_quantile(%s, sum_over_time(%s[%s]))", q, inc, stepWindow())
-}
-
-// steppedCount is the 15-minute increase of the recorded per-step series
-// sel, which a sample floor compares as a count, so it adds the steps by
-// their offsets and holds at any evaluation interval: the latest step's
-// increase plus the steps before it. A step not recorded yet (the first
-// minutes after the rules are loaded, a gap) counts as no samples, as the
-// raw window would have none there, rather than hiding the whole window.
-// One series a target (the +Inf bucket): the vector matching this costs
-// would make it the dearest rule over every bucket.
-func steppedCount(sel string, step time.Duration) string {
-	terms := []string{sel}
-	for k := 1; k < int(window15m/step); k++ {
-		off := fmt.Sprintf("%s offset %s", sel, promDuration(time.Duration(k)*step))
-		terms = append(terms, fmt.Sprintf("(%s or %s * 0)", off, sel))
-	}
-	return strings.Join(terms, "\n+ ")
 }
