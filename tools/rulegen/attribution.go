@@ -59,10 +59,13 @@ var attributedOps = []attributed{
 // device latency is the block layer's request p99 (the blocklatency
 // collector, eBPF); without it, diskstats' mean await, a weaker witness
 // (a mean hides a tail), labelled source="diskstats". One group, the
-// devices' request p99s first: the fallback is chosen where a device has
-// no p99, and in a group of their own (which Prometheus evaluates in no
-// set order beside this one) a target would read the fallback until that
-// group's first evaluation, then switch (tools/dashshot's e2e test).
+// probes' 15-minute p99s and the devices' request p99s first: the
+// fallback is chosen where a device has no p99, and in a group of their
+// own (which Prometheus evaluates in no set order beside this one) a
+// target would read the fallback until that group's first evaluation,
+// then switch, and a verdict would wait for the probes' group, which at
+// an interval of minutes may first run after tools/dashshot's e2e test
+// draws (it evaluates the shipped rules for under 3 minutes).
 func attributionRecording(p Params) []Group {
 	var d Group // the devices' request p99s, which the verdicts read
 	g := Group{Name: "diskcanary.attribution.recording", Interval: interval(p.Interval15m)}
@@ -71,18 +74,10 @@ func attributionRecording(p Params) []Group {
 	// device-mapper device's requests reach the disk under them); NaN
 	// (no request in the window) is dropped, not compared. Only the ops a
 	// probe's requests are: discards make no probe slow.
-	requests := fmt.Sprintf("diskcanary_disk_request_duration_seconds_bucket{op=~%q}", strings.Join(requestOps, "|"))
-	if step := p.windowStep(); step > 0 {
-		inc := increaseRule("disk", "diskcanary_disk_request_duration_seconds", step)
-		d.Rules = append(d.Rules,
-			Rule{Record: inc, Expr: fmt.Sprintf("sum by (%s, device, op, le) (increase(%s[%s]))", p.instanceLabels(), requests, promDuration(step))},
-			Rule{Record: ruleDiskRequestP99, Expr: steppedQuantile("0.99", inc) + " >= 0"})
-	} else {
-		d.Rules = append(d.Rules, Rule{
-			Record: ruleDiskRequestP99,
-			Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(%s[15m]))) >= 0", p.instanceLabels(), requests),
-		})
-	}
+	d.Rules = append(d.Rules, Rule{
+		Record: ruleDiskRequestP99,
+		Expr:   fmt.Sprintf("histogram_quantile(0.99, sum by (%s, device, op, le) (rate(diskcanary_disk_request_duration_seconds_bucket{op=~%q}[15m]))) >= 0", p.instanceLabels(), strings.Join(requestOps, "|")),
+	})
 	// A probe's device: a disk is its own; a partition or dm/md device
 	// takes the slowest disk under it (diskcanary_disk_parent_info). One
 	// rule per op keeps the join one-to-many.
@@ -149,7 +144,7 @@ unless on (%[1]s, device)
 			})
 		}
 	}
-	g.Rules = append(d.Rules, g.Rules...)
+	g.Rules = append(append(probe15mRules(p), d.Rules...), g.Rules...)
 	return []Group{g}
 }
 
