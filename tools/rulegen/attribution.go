@@ -59,10 +59,13 @@ var attributedOps = []attributed{
 // device latency is the block layer's request p99 (the blocklatency
 // collector, eBPF); without it, diskstats' mean await, a weaker witness
 // (a mean hides a tail), labelled source="diskstats". One group, the
-// devices' request p99s first: the fallback is chosen where a device has
-// no p99, and in a group of their own (which Prometheus evaluates in no
-// set order beside this one) a target would read the fallback until that
-// group's first evaluation, then switch (tools/dashshot's e2e test).
+// probes' 15-minute p99s and the devices' request p99s first: the
+// fallback is chosen where a device has no p99, and in a group of their
+// own (which Prometheus evaluates in no set order beside this one) a
+// target would read the fallback until that group's first evaluation,
+// then switch, and a verdict would wait for the probes' group, which at
+// an interval of minutes may first run after tools/dashshot's e2e test
+// draws (it evaluates the shipped rules for under 3 minutes).
 func attributionRecording(p Params) []Group {
 	var d Group // the devices' request p99s, which the verdicts read
 	g := Group{Name: "diskcanary.attribution.recording", Interval: interval(p.Interval15m)}
@@ -141,7 +144,7 @@ unless on (%[1]s, device)
 			})
 		}
 	}
-	g.Rules = append(d.Rules, g.Rules...)
+	g.Rules = append(append(probe15mRules(p), d.Rules...), g.Rules...)
 	return []Group{g}
 }
 

@@ -76,7 +76,10 @@ type Params struct {
 	// The evaluation intervals of the groups over 15-minute windows and
 	// over an hour (and last week's hour); 0 leaves a group at the global
 	// evaluation_interval. A window moves little in either, and the alerts
-	// read their results at most an interval old.
+	// read their results at most an interval old, so both stay under the
+	// 5 m lookback. A group's first evaluation comes up to an interval
+	// after the rules load (tools/dashshot's e2e test draws its dashboard
+	// within 3 minutes of that).
 	Interval15m, Interval1h time.Duration
 	// Kernel errors (the errors collector): a storm is ErrorStormCount or
 	// more timeouts, aborts, resets or link losses on one disk within
@@ -199,8 +202,8 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
-		Interval15m:               time.Minute,
-		Interval1h:                2 * time.Minute,
+		Interval15m:               2 * time.Minute,
+		Interval1h:                4 * time.Minute,
 		ErrorStormCount:           3,
 		ErrorStormWindow:          10 * time.Minute,
 		ErrorWindow:               time.Hour,
@@ -249,7 +252,7 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.FdatasyncIncidentFor, "fdatasync.incident-for", p.FdatasyncIncidentFor, "for: of the incident alerts")
 	fs.DurationVar(&p.ReadSlow, "read.slow", p.ReadSlow, "random-read p99 (15 m) warning threshold")
 	fs.DurationVar(&p.ReadSlowFor, "read.slow-for", p.ReadSlowFor, "for: of the read warning")
-	fs.DurationVar(&p.Interval15m, "interval.15m", p.Interval15m, "evaluation interval of the groups over 15-minute windows (0: the global one)")
+	fs.DurationVar(&p.Interval15m, "interval.15m", p.Interval15m, "evaluation interval of the groups over 15-minute windows, under the 5 m lookback (0: the global one)")
 	fs.DurationVar(&p.Interval1h, "interval.1h", p.Interval1h, "evaluation interval of the groups over an hour and last week's hour, under the 5 m lookback (0: the global one)")
 	fs.IntVar(&p.MinSamples, "min-samples", p.MinSamples, "samples needed behind a 15 m or 1 h p99")
 	fs.IntVar(&p.MinIncidentSamples, "min-incident-samples", p.MinIncidentSamples, "samples needed behind a 5 m p99 at incident levels")

@@ -44,17 +44,13 @@ func samplesRule(op, window string) string {
 // the read p99 and the write() p99 over 5 minutes are the node
 // dashboard's, which computes them from the raw buckets of the one node it
 // shows, instead of every node's every evaluation (the fleet-scale bench).
+// The 15-minute figures (probe15mRules) lead the attribution group, whose
+// verdicts read them. The hour windows run every Interval1h: a quantile
+// over raw buckets costs about the same at any window (Prometheus decodes
+// each series' chunk from its start), so what they cost is how often.
 func probeRecording(p Params) []Group {
 	fastWindow := promDuration(probeFastWindow)
-	t := p.target()
-	quantile := func(q, metric, w string) string {
-		return fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket[%s])))", q, t, metric, w)
-	}
-	samples := func(metric, w string) string {
-		return fmt.Sprintf("sum by (%s) (increase(%s_count[%s]))", t, metric, w)
-	}
 	fast := Group{Name: "diskcanary.probe.recording"}
-	mid := Group{Name: "diskcanary.probe.recording.15m", Interval: interval(p.Interval15m)}
 	hour := Group{Name: "diskcanary.probe.recording.1h", Interval: interval(p.Interval1h)}
 	week := Group{Name: "diskcanary.probe.recording.1h_offset1w", Interval: interval(p.Interval1h)}
 	for _, op := range latencyOps {
@@ -63,22 +59,45 @@ func probeRecording(p Params) []Group {
 		}
 		if op.op == "fdatasync" {
 			fast.Rules = append(fast.Rules,
-				Rule{Record: quantileRule(op.op, "p99", fastWindow), Expr: quantile("0.99", op.metric, fastWindow)},
-				Rule{Record: samplesRule(op.op, fastWindow), Expr: samples(op.metric, fastWindow)})
+				Rule{Record: quantileRule(op.op, "p99", fastWindow), Expr: p.probeQuantile("0.99", op.metric, fastWindow)},
+				Rule{Record: samplesRule(op.op, fastWindow), Expr: p.probeSamples(op.metric, fastWindow)})
 		}
-		mid.Rules = append(mid.Rules,
-			Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: quantile("0.99", op.metric, "15m")},
-			Rule{Record: samplesRule(op.op, "15m"), Expr: samples(op.metric, "15m")})
 		hour.Rules = append(hour.Rules,
-			Rule{Record: quantileRule(op.op, "p99", "1h"), Expr: quantile("0.99", op.metric, "1h")},
-			Rule{Record: samplesRule(op.op, "1h"), Expr: samples(op.metric, "1h")})
+			Rule{Record: quantileRule(op.op, "p99", "1h"), Expr: p.probeQuantile("0.99", op.metric, "1h")},
+			Rule{Record: samplesRule(op.op, "1h"), Expr: p.probeSamples(op.metric, "1h")})
 		// The own baseline: the same hour last week, computed from the raw
 		// buckets so it works the moment the rules are loaded.
+		t := p.target()
 		week.Rules = append(week.Rules,
 			Rule{Record: quantileRule(op.op, "p99", "1h_offset1w"), Expr: fmt.Sprintf("histogram_quantile(0.99, sum by (%s, le) (rate(%s_bucket[1h] offset 1w)))", t, op.metric)},
 			Rule{Record: samplesRule(op.op, "1h_offset1w"), Expr: fmt.Sprintf("sum by (%s) (increase(%s_count[1h] offset 1w))", t, op.metric)})
 	}
-	return []Group{fast, mid, hour, week}
+	return []Group{fast, hour, week}
+}
+
+// probe15mRules are the probe targets' 15-minute p99s and sample counts:
+// the warnings', the cohorts' and the attribution verdicts' input.
+func probe15mRules(p Params) []Rule {
+	var rules []Rule
+	for _, op := range latencyOps {
+		if op.op == "write" {
+			continue
+		}
+		rules = append(rules,
+			Rule{Record: quantileRule(op.op, "p99", "15m"), Expr: p.probeQuantile("0.99", op.metric, "15m")},
+			Rule{Record: samplesRule(op.op, "15m"), Expr: p.probeSamples(op.metric, "15m")})
+	}
+	return rules
+}
+
+// probeQuantile is a probe target's quantile over window w, from its
+// buckets' rates summed by target; probeSamples its sample count.
+func (p Params) probeQuantile(q, metric, w string) string {
+	return fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket[%s])))", q, p.target(), metric, w)
+}
+
+func (p Params) probeSamples(metric, w string) string {
+	return fmt.Sprintf("sum by (%s) (increase(%s_count[%s]))", p.target(), metric, w)
 }
 
 func probeAlerts(p Params) Group {

@@ -45,9 +45,13 @@ type Rule struct {
 // in Prometheus).
 func Rules(p Params) RuleFile {
 	var groups []Group
-	groups = append(groups, probeRecording(p)...)
-	groups = append(groups, cohortTargetRecording(p), cohortRecording(p), iostatRecording(p))
+	probe := probeRecording(p)
+	// The 15-minute probe figures (in the attribution group) before the
+	// cohorts that read them.
+	groups = append(groups, probe[0])
 	groups = append(groups, attributionRecording(p)...)
+	groups = append(groups, probe[1:]...)
+	groups = append(groups, cohortTargetRecording(p), cohortRecording(p), iostatRecording(p))
 	groups = append(groups,
 		contentionRecording(p),
 		etcdRecording(p),
