@@ -3,14 +3,12 @@ package rulegen
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -160,32 +158,13 @@ func TestPromtool(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(promtool, "test", "rules", filepath.Base(file))
 			cmd.Dir = filepath.Dir(file)
-			out, err := idleOutput(cmd)
+			out, err := cmd.CombinedOutput()
 			t.Logf("promtool test rules:\n%s", out)
 			if err != nil {
 				t.Fatalf("promtool test rules: %v", err)
 			}
 		})
 	}
-}
-
-// idleOutput runs cmd at the lowest CPU priority (nice 19) and returns its
-// combined output. promtool is minutes of pure CPU: CI runs these tests
-// beside the end-to-end tests that time disks and scrapes, which must not
-// wait for it.
-func idleOutput(cmd *exec.Cmd) ([]byte, error) {
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	if err := syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, 19); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("nice 19: %w", err)
-	}
-	err := cmd.Wait()
-	return out.Bytes(), err
 }
 
 // TestPromtoolCatchesWrongThresholds: the unit tests pin the thresholds.
@@ -243,7 +222,7 @@ func TestPromtoolCatchesWrongThresholds(t *testing.T) {
 			}
 			cmd := exec.Command(promtool, "test", "rules", m.file)
 			cmd.Dir = filepath.Join(dir, unitTestsDir)
-			out, err := idleOutput(cmd)
+			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("promtool test rules passed with %s; the unit tests do not pin it:\n%s", m.name, out)
 			}
