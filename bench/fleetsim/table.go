@@ -97,12 +97,7 @@ func writeTables(w io.Writer, rs []result) {
 		fmt.Fprintf(w, "- %s `%s`: %s\n", t.Group, t.Name, dur(t.Seconds))
 	}
 	if len(last.Alerts) > 0 {
-		var as []string
-		for k, v := range last.Alerts {
-			as = append(as, fmt.Sprintf("%s %.0f", k, v))
-		}
-		slices.Sort(as)
-		fmt.Fprintf(w, "\nAlerts at the end of the %d-node run: %s.\n", last.Nodes, strings.Join(as, ", "))
+		fmt.Fprintf(w, "\nAlerts at the end of the %d-node run: %s.\n", last.Nodes, alertsSaid(last.Alerts))
 	}
 	for _, r := range rs {
 		if r.EvalFailures > 0 || r.TargetsUp < r.Targets {
@@ -240,12 +235,7 @@ func writeShardedRun(w io.Writer, set []result) {
 	}
 	for _, r := range set {
 		if len(r.Alerts) > 0 {
-			var as []string
-			for k, v := range r.Alerts {
-				as = append(as, fmt.Sprintf("%s %.0f", k, v))
-			}
-			slices.Sort(as)
-			fmt.Fprintf(w, "\nAlerts at the end, %s: %s.\n", r.Name, strings.Join(as, ", "))
+			fmt.Fprintf(w, "\nAlerts at the end, %s: %s.\n", r.Name, alertsSaid(r.Alerts))
 		}
 	}
 	for _, r := range set {
@@ -381,4 +371,15 @@ func count(v float64) string {
 		return "-" + s
 	}
 	return s
+}
+
+// alertsSaid is the alerts by name and state with their counts, sorted:
+// "DiskcanaryReadSlow pending 23, …".
+func alertsSaid(alerts map[string]float64) string {
+	var as []string
+	for k, v := range alerts {
+		as = append(as, fmt.Sprintf("%s %.0f", k, v))
+	}
+	slices.Sort(as)
+	return strings.Join(as, ", ")
 }
