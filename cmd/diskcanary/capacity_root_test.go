@@ -262,6 +262,10 @@ func TestCapacityPatternsOnTmpfs(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &j), r.stdout)
 	require.Equal(t, "pass", j.Verdict)
 	require.False(t, j.Trusted)
-	require.Contains(t, j.Warnings, "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)")
+	// The warning reads the fdatasync p50 (under 10 µs on tmpfs); a race
+	// build's op can take longer, so the race pass leaves it out.
+	if !testkit.Race {
+		require.Contains(t, j.Warnings, "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)")
+	}
 	require.Empty(t, probeFiles(t, dir))
 }
