@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -140,9 +139,9 @@ type CapacityOptions struct {
 }
 
 // CapacityStep is one rate of the sweep. Latencies are measured from each
-// read's scheduled start, not from when it was issued: a read that waits
-// for a free worker, or for its worker's wake-up, carries that wait
-// (coordinated omission); ServiceP50 and ServiceP99 are the syscalls alone.
+// op's scheduled start, not from when it was issued: an op that waits for
+// a free slot, or for the sweep's own turn, carries that wait (coordinated
+// omission); ServiceP50 and ServiceP99 are from its submission.
 type CapacityStep struct {
 	AskedIOPS, AchievedIOPS float64
 	// Ops were scheduled; Missed of them were never issued before the step
@@ -206,63 +205,59 @@ func stepOps(rate float64, minOps int, minTime time.Duration) int {
 	return max(minOps, int(math.Ceil(rate*minTime.Seconds())))
 }
 
-// capacityOp does one read on worker w's own buffer and returns its
-// service time.
-type capacityOp func(w int) (time.Duration, error)
+// opEngine carries a sweep's ops to the disk: begin starts op i in a free
+// slot (depth of them; busy are taken), flush hands the ops begun since
+// the last flush to the kernel (those it could not are dropped, their
+// slots freed), and wait returns once an op has ended or the monotonic clock
+// reads until (noDeadline: only once an op has ended), calling end for
+// each op that ended; the first failed op's error is returned after its
+// end is counted. close frees what the engine holds, with nothing in
+// flight.
+type opEngine interface {
+	depth() int
+	busy() int
+	begin(i int)
+	flush() error
+	wait(until int64, end func(i int, at int64, svc time.Duration)) error
+	close()
+}
 
-// sweeper runs the steps open-loop on pool workers: a free worker claims
-// the next op, sleeps until it is due and issues it, so an op costs one
-// wake-up of its own thread, not a dispatcher's and a hand-off too (on 2
-// busy CPUs those wake-ups capped the sweep below what the disk took:
-// go run ./bench capacity-vs-fio).
+// noDeadline is a wait with no time limit.
+const noDeadline = math.MaxInt64
+
+// sweeper runs the steps open-loop from one goroutine: each turn it
+// begins every op due while a slot is free, submits them in one batch,
+// and waits for an end or for the next op's due time.
 type sweeper struct {
 	rates   []float64
 	maxP99  time.Duration
-	pool    int
 	minOps  int
 	minTime time.Duration
-	op      capacityOp
+	ops     opEngine
 	// before, when set, runs before each step with its op count, between
 	// steps; errBudgetEnds from it ends the sweep there, without error.
 	before      func(n int) error
 	budgetEnded bool
-	quit        chan struct{}   // closed to stop between reads
 	lat, svc    []time.Duration // one step's samples, sized for the largest
 	issued      []bool
-	steps       []chan *stepRun // one a worker
-	errMu       sync.Mutex
-	err         error
 	stopped     atomic.Bool
 }
 
-// stepRun is one step as its workers share it.
-type stepRun struct {
-	n               int
-	start, deadline int64 // nanotime
-	period          float64
-	next            atomic.Int64 // the next op to claim
-	gaveUp          atomic.Int64 // when a worker first found the deadline passed
-	poolFull        atomic.Bool
-	done            sync.WaitGroup
-}
-
-// due is when op i of the step is due.
-func (sr *stepRun) due(i int) int64 { return sr.start + int64(float64(i)*sr.period) }
-
-func newSweeper(rates []float64, maxP99 time.Duration, pool, minOps int, minTime time.Duration, op capacityOp) *sweeper {
+func newSweeper(rates []float64, maxP99 time.Duration, minOps int, minTime time.Duration, ops opEngine) *sweeper {
 	most := 0
 	for _, r := range rates {
 		most = max(most, stepOps(r, minOps, minTime))
 	}
-	return &sweeper{rates: rates, maxP99: maxP99, pool: pool, minOps: minOps, minTime: minTime, op: op,
-		quit: make(chan struct{}), lat: make([]time.Duration, most), svc: make([]time.Duration, most), issued: make([]bool, most)}
+	return &sweeper{rates: rates, maxP99: maxP99, minOps: minOps, minTime: minTime, ops: ops,
+		lat: make([]time.Duration, most), svc: make([]time.Duration, most), issued: make([]bool, most)}
 }
 
 // sweepHeadroom is how far the process's memory may grow during a sweep,
 // whose GC is off, before the runtime collects anyway.
 const sweepHeadroom = 256 << 20
 
-// maxSleepSlice bounds one wait of a worker for its op.
+// maxSleepSlice bounds one wait of the sweep, so a stop at a low rate is
+// heard without waiting a period.
 const maxSleepSlice = 100 * time.Millisecond
 
 // errBudgetEnds is a sweeper's before saying the write budget ends the
@@ -273,35 +268,6 @@ var errBudgetEnds = errors.New("the write budget ends the sweep")
 // step; it returns the steps done and why it stopped early (nil when a
 // step broke the bound or the rates ran out).
 func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
-	fds := make([]int, 0, w.pool)
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	for range w.pool {
-		fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
-		if err != nil {
-			return nil, fmt.Errorf("timerfd: %w", err)
-		}
-		fds = append(fds, fd)
-	}
-	var workers sync.WaitGroup
-	w.steps = make([]chan *stepRun, w.pool)
-	for i := range w.pool {
-		w.steps[i] = make(chan *stepRun)
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			w.worker(i, fds[i])
-		}()
-	}
-	defer func() {
-		for _, c := range w.steps {
-			close(c)
-		}
-		workers.Wait()
-	}()
 	var steps []CapacityStep
 	for _, rate := range w.rates {
 		if w.before != nil {
@@ -314,12 +280,9 @@ func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
 				return steps, err
 			}
 		}
-		st, complete := w.step(rate)
-		if err := w.failed(); err != nil {
+		st, err := w.step(rate)
+		if err != nil {
 			return steps, err
-		}
-		if !complete {
-			return steps, errInterrupted
 		}
 		steps = append(steps, st)
 		done(st)
@@ -330,104 +293,82 @@ func (w *sweeper) run(done func(CapacityStep)) ([]CapacityStep, error) {
 	return steps, nil
 }
 
-// worker claims the ops of each step in turn until none is left, the
-// step's deadline has passed or the sweep is stopped. An op already due
-// when claimed waited for a worker: every one was busy (PoolFull).
-func (w *sweeper) worker(id, timerfd int) {
-	for sr := range w.steps[id] {
-		w.claim(sr, id, timerfd)
-		sr.done.Done()
-	}
-}
+// stop ends the sweep between ops: those in flight end first.
+func (w *sweeper) stop() { w.stopped.Store(true) }
 
-func (w *sweeper) claim(sr *stepRun, id, timerfd int) {
-	for !w.stopped.Load() {
-		i := int(sr.next.Add(1) - 1)
-		if i >= sr.n {
-			return
-		}
-		due, now := sr.due(i), nanotime()
-		if now > sr.deadline {
-			sr.gaveUp.CompareAndSwap(0, now)
-			return
-		}
-		if now > due {
-			sr.poolFull.Store(true)
-		} else if w.sleepUntil(timerfd, due); w.stopped.Load() {
-			return
-		}
-		svc, err := w.op(id)
-		w.lat[i] = time.Duration(nanotime() - due)
-		w.svc[i] = svc
-		w.issued[i] = true
-		if err != nil {
-			w.fail(err)
-			return
-		}
-	}
-}
-
-func (w *sweeper) fail(err error) {
-	w.errMu.Lock()
-	defer w.errMu.Unlock()
-	if w.err == nil {
-		w.err = err
-		w.stop()
-	}
-}
-
-func (w *sweeper) failed() error {
-	w.errMu.Lock()
-	defer w.errMu.Unlock()
-	return w.err
-}
-
-// stop ends the sweep between reads (once).
-func (w *sweeper) stop() {
-	if w.stopped.CompareAndSwap(false, true) {
-		close(w.quit)
-	}
-}
-
-// step offers n reads at rate: read i is due at start + i/rate whatever
-// became of the ones before it, and its latency runs from then. complete
-// is false when the sweep was stopped during the step.
-func (w *sweeper) step(rate float64) (st CapacityStep, complete bool) {
+// step offers n ops at rate: op i is due at start + i/rate whatever became
+// of the ones before it, and its latency runs from then. An op due while
+// every slot is busy waits for one (PoolFull), and that wait is in its
+// latency. The step stops beginning ops capacityGrace past its planned
+// length; those never begun count as late until then. A stop or a failed
+// op ends it early: the ops in flight are waited for (a hung one holds the
+// sweep here, and its caller gives up on it), and the step is dropped.
+func (w *sweeper) step(rate float64) (st CapacityStep, err error) {
 	n := stepOps(rate, w.minOps, w.minTime)
 	st = CapacityStep{AskedIOPS: rate, Ops: n}
-	sr := &stepRun{n: n, period: 1e9 / rate}
-	planned := float64(n) * sr.period
-	sr.start = nanotime() + int64(time.Millisecond)
-	sr.deadline = sr.start + int64(planned*capacityGrace)
+	period := 1e9 / rate
+	planned := float64(n) * period
+	start := nanotime() + int64(time.Millisecond)
+	deadline := start + int64(planned*capacityGrace)
+	due := func(i int) int64 { return start + int64(float64(i)*period) }
 	clear(w.issued[:n])
-	sr.done.Add(w.pool)
-	for _, c := range w.steps {
-		c <- sr
+	ended := func(i int, at int64, svc time.Duration) {
+		w.lat[i] = time.Duration(at - due(i))
+		w.svc[i] = svc
+		w.issued[i] = true
 	}
-	sr.done.Wait()
-	select {
-	case <-w.quit:
-		return st, false
-	default:
+	next, depth := 0, w.ops.depth()
+	gaveUp := int64(0)
+	for err == nil && !w.stopped.Load() && (next < n || w.ops.busy() > 0) {
+		now := nanotime()
+		if next < n && now > deadline {
+			gaveUp, n = now, next // the rest are never begun
+			continue
+		}
+		for next < n && due(next) <= now && w.ops.busy() < depth {
+			w.ops.begin(next)
+			next++
+		}
+		if next < n && due(next) <= now {
+			st.PoolFull = true
+		}
+		if err = w.ops.flush(); err != nil {
+			break
+		}
+		until := now + int64(maxSleepSlice)
+		if next < n && w.ops.busy() < depth {
+			until = min(until, due(next))
+		}
+		err = w.ops.wait(until, ended)
 	}
+	for w.ops.busy() > 0 {
+		if e := w.ops.wait(noDeadline, ended); err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return st, err
+	}
+	if w.stopped.Load() {
+		return st, errInterrupted
+	}
+	n = st.Ops
 	end := nanotime()
-	gaveUp := sr.gaveUp.Load()
 	if gaveUp == 0 {
 		gaveUp = end
 	}
-	// Reads never issued count with the wait until the step gave up;
-	// the service times of those issued go first, for their percentiles.
+	// Ops never begun count with the wait until the step gave up; the
+	// service times of those that ended go first, for their percentiles.
 	issued := 0
 	for i := range n {
 		if !w.issued[i] {
-			w.lat[i] = time.Duration(gaveUp - sr.due(i))
+			w.lat[i] = time.Duration(gaveUp - due(i))
 			continue
 		}
 		w.svc[issued] = w.svc[i]
 		issued++
 	}
-	span := max(end-sr.start, int64(planned))
-	st.PoolFull = sr.poolFull.Load()
+	span := max(end-start, int64(planned))
 	st.Missed = n - issued
 	st.Duration = time.Duration(span)
 	st.AchievedIOPS = float64(issued) / (float64(span) / 1e9)
@@ -438,33 +379,71 @@ func (w *sweeper) step(rate float64) (st CapacityStep, complete bool) {
 	st.ServiceP50, st.ServiceP99 = Percentile(svc, 50), Percentile(svc, 99)
 	st.OverBound = st.P99 > w.maxP99
 	st.Short = st.AchievedIOPS < capacityHeld*rate
-	return st, true
+	return st, nil
 }
 
-// sleepUntil sleeps on the timerfd until the monotonic clock reads t
-// (nanotime's clock), or the sweep is stopped (it looks every
-// maxSleepSlice, so a stop at a low rate is not a period late); a wait
-// under 50µs is spun with yields instead, as a timer's slack would be
-// longer than the wait.
-func (w *sweeper) sleepUntil(timerfd int, t int64) {
-	for !w.stopped.Load() {
-		d := t - nanotime()
-		switch {
-		case d <= 0:
-			return
-		case d < 50_000:
-			runtime.Gosched()
-			continue
-		}
-		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(min(t, nanotime()+int64(maxSleepSlice)))}
-		if unix.TimerfdSettime(timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
-			time.Sleep(min(time.Duration(d), maxSleepSlice))
-			continue
+// syncOps is the WAL pattern's engine: one writer, each append and its
+// fdatasync done in begin, as the WAL probe makes them (timedWALOp); an
+// append due while the previous one runs waits, and its latency shows it.
+// Its waits sleep on a timerfd, or spin with yields under 50 µs, where a
+// timer's slack would be longer than the wait.
+type syncOps struct {
+	op      func() (time.Duration, error)
+	timerfd int
+	ended   bool
+	i       int
+	at      int64
+	svc     time.Duration
+	err     error
+}
+
+func newSyncOps(op func() (time.Duration, error)) (*syncOps, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("timerfd: %w", err)
+	}
+	return &syncOps{op: op, timerfd: fd}, nil
+}
+
+func (e *syncOps) depth() int { return 1 }
+
+func (e *syncOps) busy() int {
+	if e.ended {
+		return 1
+	}
+	return 0
+}
+
+func (e *syncOps) begin(i int) {
+	e.svc, e.err = e.op()
+	e.i, e.at, e.ended = i, nanotime(), true
+}
+
+func (e *syncOps) flush() error { return nil }
+
+func (e *syncOps) wait(until int64, end func(i int, at int64, svc time.Duration)) error {
+	if e.ended {
+		e.ended = false
+		end(e.i, e.at, e.svc)
+		return e.err
+	}
+	switch d := until - nanotime(); {
+	case d <= 0:
+	case d < 50_000:
+		runtime.Gosched()
+	default:
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(until)}
+		if unix.TimerfdSettime(e.timerfd, unix.TFD_TIMER_ABSTIME, &spec, nil) != nil {
+			time.Sleep(time.Duration(d))
+			break
 		}
 		var b [8]byte
-		_, _ = unix.Read(timerfd, b[:])
+		_, _ = unix.Read(e.timerfd, b[:])
 	}
+	return nil
 }
+
+func (e *syncOps) close() { unix.Close(e.timerfd) }
 
 // Capacity runs the latency-bounded capacity sweep in o.Dir: 4 KiB O_DIRECT
 // random reads over the randread profile's working set (laid out as check's
@@ -528,13 +507,10 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 			return res, err
 		}
 	}
-	// No GC while measuring, and a P for each worker, the sweep's own
-	// goroutine and this one, so an op that returns never waits for one.
-	// The ops enter syscall state as the daemon's do (timedio.go), not raw
-	// as check's randread: a raw op holds its P, and a hung one would then
-	// hang the stop-the-world that restoring GOMAXPROCS needs.
+	// No GC while measuring. The sweep's syscalls enter syscall state as
+	// the daemon's ops do (timedio.go), not raw as check's randread: a raw
+	// one holds its P, and a hung one would hang every stop-the-world.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), pool+2)))
 	// With the GC off, a memory limit is what still collects: in the
 	// daemon, scrapes and collectors go on allocating during a sweep, so
 	// the heap may grow by sweepHeadroom and no more.
@@ -568,8 +544,7 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 	started := make(chan *sweeper, 1)
 	var walFlushes func() (noFlush bool)
 	go func() {
-		var op capacityOp
-		var err error // this goroutine's own
+		var ops opEngine
 		switch o.Pattern {
 		case CapacityRandRead, CapacityRandWrite:
 			r := cs.k.(*readProbe)
@@ -577,25 +552,34 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 				done <- outcome{err: err}
 				return
 			}
-			var free func()
-			if o.Pattern == CapacityRandRead {
-				op, free, err = readOps(r, fls)
-			} else {
-				op, free, err = writeOps(r, fls, &written)
+			var w *atomic.Int64
+			if o.Pattern == CapacityRandWrite {
+				w = &written
 			}
+			// Freed only when the sweep returns: an op hung in flight
+			// keeps its buffer and its AIO context.
+			e, free, err := randomOps(r, fls, w)
 			if err != nil {
 				done <- outcome{err: err}
 				return
 			}
 			defer free()
+			ops = e
 		case CapacityWAL:
 			w := cs.k.(*walProbe)
 			if _, err := w.prepare(fls[0], stop); err != nil {
 				done <- outcome{err: err}
 				return
 			}
-			var walBefore func(int) error
-			op, walBefore, walFlushes = walOps(w, fls[0], &written)
+			op, walBefore, noFlush := walOps(w, fls[0], &written)
+			walFlushes = noFlush
+			e, err := newSyncOps(op)
+			if err != nil {
+				done <- outcome{err: err}
+				return
+			}
+			defer e.close()
+			ops = e
 			budget := before
 			before = func(n int) error {
 				if err := budget(n); err != nil {
@@ -604,7 +588,7 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 				return walBefore(n)
 			}
 		}
-		s := newSweeper(o.Rates, o.MaxP99, pool, minOps, minTime, op)
+		s := newSweeper(o.Rates, o.MaxP99, minOps, minTime, ops)
 		s.before = before
 		started <- s
 		if stop.Load() {
@@ -725,40 +709,66 @@ func stepsDone(n int) string {
 	return fmt.Sprintf("%d steps", n)
 }
 
-// readOps gives each worker its own aligned buffer, offset picker and
-// in-flight mark over r's file, and returns the op and what frees them.
-func readOps(r *readProbe, fls []*inflight) (capacityOp, func(), error) {
-	bufs := make([][]byte, len(fls))
-	pickers := make([]*blockPicker, len(fls))
-	times := make([][2]int64, len(fls)) // offset, duration
-	free := func() {
+// slotBuffers are the sweep's op buffers, one a slot, each the block size
+// and page-aligned for O_DIRECT, random for writes (as the working set's
+// own data: a device that short-cuts zeros or compresses gets no easier
+// writes); free unmaps them.
+func slotBuffers(n int, bs int64, random bool) (bufs [][]byte, free func(), err error) {
+	bufs = make([][]byte, n)
+	free = func() {
 		for _, b := range bufs {
 			freeBuffer(b)
 		}
 	}
 	for i := range bufs {
-		b, err := alignedBuffer(int(r.bs))
-		if err != nil {
+		if bufs[i], err = alignedBuffer(int(bs)); err != nil {
 			free()
 			return nil, nil, err
 		}
-		bufs[i] = b
-		pickers[i] = newBlockPicker(r.picker.lo, r.picker.hi)
-	}
-	where := r.s.where()
-	op := func(w int) (time.Duration, error) {
-		t := &times[w]
-		t[0] = pickers[w].next() * r.bs
-		done, short, errno := timedPreads(fls[w], false, nil, r.fd, bufs[w], t[0:1], t[1:2])
-		switch {
-		case errno != 0:
-			return 0, &opError{"read", where, errno}
-		case short || done != 1:
-			return 0, &opError{"read", where, errShortIO}
+		if random {
+			fillRandom(bufs[i])
 		}
-		return time.Duration(t[1]), nil
 	}
-	return op, free, nil
+	return bufs, free, nil
+}
+
+// randomOps is the engine of the random patterns over r's working set:
+// reads on r's file, or, with written set, O_DIRECT writes (O_DSYNC where
+// O_DIRECT was refused and the page cache accepted) each counting its
+// bytes in written. It returns the engine and what frees it.
+func randomOps(r *readProbe, fls []*inflight, written *atomic.Int64) (*aioOps, func(), error) {
+	fd, closeFD := r.fd, func() {}
+	if written != nil {
+		flags := unix.O_WRONLY | unix.O_DIRECT
+		if r.buffered {
+			flags = unix.O_WRONLY | unix.O_DSYNC
+		}
+		var err error
+		if fd, err = r.s.dir.open(r.file, flags); err != nil {
+			if errors.Is(err, unix.EINVAL) {
+				return nil, nil, fmt.Errorf("%s: %w", r.s.dir.path, errNoODirect)
+			}
+			return nil, nil, err
+		}
+		closeFD = func() { unix.Close(fd) }
+	}
+	bufs, freeBufs, err := slotBuffers(len(fls), r.bs, written != nil)
+	if err != nil {
+		closeFD()
+		return nil, nil, err
+	}
+	picker := newBlockPicker(r.picker.lo, r.picker.hi)
+	e, err := newAIOOps(fd, bufs, fls, func() int64 { return picker.next() * r.bs }, r.s.where(), written)
+	if err != nil {
+		freeBufs()
+		closeFD()
+		return nil, nil, err
+	}
+	return e, func() {
+		e.close()
+		freeBufs()
+		closeFD()
+	}, nil
 }
 
 // opNoun names one op of a pattern.
@@ -772,68 +782,15 @@ func opNoun(pattern string) string {
 	return "a read"
 }
 
-// writeOps opens r's working set for O_DIRECT writes (O_DSYNC where
-// O_DIRECT was refused and the page cache accepted) and gives each worker
-// its own buffer of random data and offset picker; each write counts its
-// bytes in written. It returns the op and what frees them.
-func writeOps(r *readProbe, fls []*inflight, written *atomic.Int64) (capacityOp, func(), error) {
-	flags := unix.O_WRONLY | unix.O_DIRECT
-	if r.buffered {
-		flags = unix.O_WRONLY | unix.O_DSYNC
-	}
-	fd, err := r.s.dir.open(r.file, flags)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return nil, nil, fmt.Errorf("%s: %w", r.s.dir.path, errNoODirect)
-		}
-		return nil, nil, err
-	}
-	bufs := make([][]byte, len(fls))
-	pickers := make([]*blockPicker, len(fls))
-	free := func() {
-		for _, b := range bufs {
-			freeBuffer(b)
-		}
-		unix.Close(fd)
-	}
-	for i := range bufs {
-		b, err := alignedBuffer(int(r.bs))
-		if err != nil {
-			free()
-			return nil, nil, err
-		}
-		// Random, as the working set's own data: a device that
-		// short-cuts zeros or compresses gets no easier writes.
-		fillRandom(b)
-		bufs[i] = b
-		pickers[i] = newBlockPicker(r.picker.lo, r.picker.hi)
-	}
-	where := r.s.where()
-	op := func(w int) (time.Duration, error) {
-		d, n, errno := timedPwrite(fls[w], false, fd, bufs[w], pickers[w].next()*r.bs)
-		if n > 0 {
-			written.Add(int64(n))
-		}
-		switch {
-		case errno != 0:
-			return 0, &opError{"write", where, errno}
-		case n != len(bufs[w]):
-			return 0, &opError{"write", where, errShortIO}
-		}
-		return time.Duration(d), nil
-	}
-	return op, free, nil
-}
-
 // walOps is the WAL pattern's op (one append and its fdatasync, at the
-// segment's next offset: one worker), the hook that cuts a new segment
+// segment's next offset: one writer), the hook that cuts a new segment
 // between steps when the next step's appends would not fit (as etcd cuts
 // one when its segment is full, but never inside a step, where it would
 // add a spike the device did not cause), and the device's flush count
 // before and after, for the check that a flush reaches a device.
-func walOps(w *walProbe, fl *inflight, written *atomic.Int64) (capacityOp, func(int) error, func() (noFlush bool)) {
+func walOps(w *walProbe, fl *inflight, written *atomic.Int64) (func() (time.Duration, error), func(int) error, func() (noFlush bool)) {
 	flushesBefore, known := w.deviceFlushes()
-	op := func(int) (time.Duration, error) {
+	op := func() (time.Duration, error) {
 		r := timedWALOp(fl, false, w.fd, w.buf, w.off, 0)
 		written.Add(pagesDirtied(w.off, int64(r.wrote)) + journalPerSync)
 		if r.err != nil {

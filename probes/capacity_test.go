@@ -47,11 +47,79 @@ func TestKneeIsTheLastStepBeforeTheFirstBreak(t *testing.T) {
 // sleepOp is a fake read whose service time is d (a sleep: only ever
 // longer, so the assertions below are lower bounds where load could
 // lengthen them).
-func sleepOp(d time.Duration) capacityOp {
-	return func(int) (time.Duration, error) {
+func sleepOp(d time.Duration) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
 		t0 := time.Now()
 		time.Sleep(d)
 		return time.Since(t0), nil
+	}
+}
+
+// goOps stands in for the kernel's asynchronous I/O in the sweep's logic
+// tests: each op begun runs op on a goroutine of its own, at most depth
+// at once, and its end comes back through a channel.
+type goOps struct {
+	slots, taken int
+	op           func() (time.Duration, error)
+	ends         chan goEnd
+}
+
+type goEnd struct {
+	i   int
+	at  int64
+	svc time.Duration
+	err error
+}
+
+func goOpsOf(depth int, op func() (time.Duration, error)) *goOps {
+	return &goOps{slots: depth, op: op, ends: make(chan goEnd, depth)}
+}
+
+func (g *goOps) depth() int   { return g.slots }
+func (g *goOps) busy() int    { return g.taken }
+func (g *goOps) flush() error { return nil }
+func (g *goOps) close()       {}
+
+func (g *goOps) begin(i int) {
+	g.taken++
+	go func() {
+		svc, err := g.op()
+		g.ends <- goEnd{i, nanotime(), svc, err}
+	}()
+}
+
+func (g *goOps) wait(until int64, end func(i int, at int64, svc time.Duration)) error {
+	var e goEnd
+	switch d := time.Duration(until - nanotime()); {
+	case until == noDeadline:
+		e = <-g.ends
+	case d <= 0:
+		select {
+		case e = <-g.ends:
+		default:
+			return nil
+		}
+	default:
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case e = <-g.ends:
+		case <-t.C:
+			return nil
+		}
+	}
+	var failed error
+	for {
+		g.taken--
+		end(e.i, e.at, e.svc)
+		if e.err != nil && failed == nil {
+			failed = e.err
+		}
+		select {
+		case e = <-g.ends:
+		default:
+			return failed
+		}
 	}
 }
 
@@ -62,7 +130,7 @@ func sleepOp(d time.Duration) capacityOp {
 // 100, where a closed loop would report 3 ms for every read. The 100 reads
 // take 300 ms, not the planned 250: 333 IOPS achieved, short of 90 % of 400.
 func TestSweepTimesFromTheScheduledStart(t *testing.T) {
-	w := newSweeper([]float64{400}, 10*time.Millisecond, 1, 100, time.Millisecond, sleepOp(3*time.Millisecond))
+	w := newSweeper([]float64{400}, 10*time.Millisecond, 100, time.Millisecond, goOpsOf(1, sleepOp(3*time.Millisecond)))
 	steps, err := w.run(func(CapacityStep) {})
 	require.NoError(t, err)
 	require.Len(t, steps, 1)
@@ -88,7 +156,7 @@ func TestSweepTimesFromTheScheduledStart(t *testing.T) {
 func TestSweepStopsAtTheFirstStepThatBreaks(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	var seen []float64
-	w := newSweeper([]float64{50, 100, 400, 800}, 150*time.Millisecond, 1, 100, time.Millisecond, sleepOp(3*time.Millisecond))
+	w := newSweeper([]float64{50, 100, 400, 800}, 150*time.Millisecond, 100, time.Millisecond, goOpsOf(1, sleepOp(3*time.Millisecond)))
 	steps, err := w.run(func(s CapacityStep) { seen = append(seen, s.AskedIOPS) })
 	require.NoError(t, err)
 	require.Equal(t, []float64{50, 100, 400}, seen)
@@ -111,7 +179,7 @@ func TestSweepStopsAtTheFirstStepThatBreaks(t *testing.T) {
 // 10 ms bound while the rate holds.
 func TestSweepBreaksOnTheBoundAlone(t *testing.T) {
 	testkit.SkipUnderRace(t)
-	w := newSweeper([]float64{200, 400}, 10*time.Millisecond, 32, 100, time.Millisecond, sleepOp(15*time.Millisecond))
+	w := newSweeper([]float64{200, 400}, 10*time.Millisecond, 100, time.Millisecond, goOpsOf(32, sleepOp(15*time.Millisecond)))
 	steps, err := w.run(func(CapacityStep) {})
 	require.NoError(t, err)
 	require.Len(t, steps, 1)
@@ -124,7 +192,7 @@ func TestSweepBreaksOnTheBoundAlone(t *testing.T) {
 func TestSweepEndsOnAReadError(t *testing.T) {
 	boom := errors.New("read: input/output error")
 	var n atomic.Int32
-	op := func(int) (time.Duration, error) {
+	op := func() (time.Duration, error) {
 		if n.Add(1) == 150 {
 			return 0, boom
 		}
@@ -132,7 +200,7 @@ func TestSweepEndsOnAReadError(t *testing.T) {
 	}
 	// Rates a loaded machine still keeps (a short step would end the
 	// sweep before the failing read).
-	w := newSweeper([]float64{200, 400}, time.Second, 4, 100, time.Millisecond, op)
+	w := newSweeper([]float64{200, 400}, time.Second, 100, time.Millisecond, goOpsOf(4, op))
 	steps, err := w.run(func(CapacityStep) {})
 	require.ErrorIs(t, err, boom)
 	require.Len(t, steps, 1, "the first step's 100 reads were all good")
@@ -142,7 +210,7 @@ func TestSweepEndsOnAReadError(t *testing.T) {
 // comes 100 ms into the second step, which takes 10 s. The rates are
 // ones a loaded machine keeps (a short first step would end the sweep).
 func TestSweepStoppedKeepsTheStepsDone(t *testing.T) {
-	w := newSweeper([]float64{200, 10}, time.Second, 4, 100, time.Millisecond, sleepOp(0))
+	w := newSweeper([]float64{200, 10}, time.Second, 100, time.Millisecond, goOpsOf(4, sleepOp(0)))
 	steps, err := w.run(func(CapacityStep) {
 		time.AfterFunc(100*time.Millisecond, w.stop)
 	})
@@ -308,7 +376,7 @@ func TestCapacityWritePatternsRemoveTheirFilesWhenStopped(t *testing.T) {
 // second the next op is 100 s away, and with a free worker ready the stop
 // still wins.
 func TestSweepStopsWithoutWaitingAPeriod(t *testing.T) {
-	w := newSweeper([]float64{20, 0.01}, time.Second, 4, 10, time.Millisecond, sleepOp(0))
+	w := newSweeper([]float64{20, 0.01}, time.Second, 10, time.Millisecond, goOpsOf(4, sleepOp(0)))
 	var stopped time.Time
 	steps, err := w.run(func(CapacityStep) {
 		stopped = time.Now()

@@ -148,22 +148,35 @@ func timedWALOp(fl *inflight, raw bool, fd int, b []byte, off int64, gap time.Du
 	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2, t3)
 }
 
-// timedPwrite times one pwrite of b at off, in syscall state unless raw,
-// as timedPreads times a read: the capacity sweep's O_DIRECT random write,
-// which returns once the device has taken the data.
+// timedSubmit submits cbs with io_submit in syscall state and returns how
+// many the kernel took and the clock just before the call, each op's
+// start (as fio's libaio engine stamps its issue time).
 //
 //go:nosplit
-func timedPwrite(fl *inflight, raw bool, fd int, b []byte, off int64) (dur int64, n int, errno unix.Errno) {
-	if !raw {
-		entersyscall()
+func timedSubmit(ctx uintptr, cbs []*iocb) (n int, at int64, errno unix.Errno) {
+	entersyscall()
+	at = nanotime()
+	r, _, e := unix.RawSyscall(unix.SYS_IO_SUBMIT, ctx, uintptr(len(cbs)), uintptr(unsafe.Pointer(&cbs[0])))
+	exitsyscall()
+	if e != 0 {
+		return 0, at, e
 	}
-	start := nanotime()
-	fl.mark(start)
-	r, _, e := unix.RawSyscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	end := nanotime()
-	fl.end()
-	if !raw {
-		exitsyscall()
+	return int(r), at, 0
+}
+
+// timedGetevents reaps at least minNr ended ops into events, waiting at
+// most timeout (nil: no limit), in syscall state; at is the clock read
+// the moment the kernel returns, each reaped op's end (as fio's libaio
+// engine stamps completions when it reaps them).
+//
+//go:nosplit
+func timedGetevents(ctx uintptr, minNr int, events []ioEvent, timeout *unix.Timespec) (n int, at int64, errno unix.Errno) {
+	entersyscall()
+	r, _, e := unix.RawSyscall6(unix.SYS_IO_GETEVENTS, ctx, uintptr(minNr), uintptr(len(events)), uintptr(unsafe.Pointer(&events[0])), uintptr(unsafe.Pointer(timeout)), 0)
+	at = nanotime()
+	exitsyscall()
+	if e != 0 {
+		return 0, at, e
 	}
-	return end - start, int(r), e
+	return int(r), at, 0
 }

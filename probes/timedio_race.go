@@ -61,11 +61,20 @@ func timedWALOp(fl *inflight, _ bool, fd int, b []byte, off int64, gap time.Dura
 	return walOpResult(werr, serr, int(n), len(b), t0, t1, t2, t3)
 }
 
-func timedPwrite(fl *inflight, _ bool, fd int, b []byte, off int64) (dur int64, n int, errno unix.Errno) {
-	start := nanotime()
-	fl.mark(start)
-	r, _, e := unix.Syscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	end := nanotime()
-	fl.end()
-	return end - start, int(r), e
+func timedSubmit(ctx uintptr, cbs []*iocb) (n int, at int64, errno unix.Errno) {
+	at = nanotime()
+	r, _, e := unix.Syscall(unix.SYS_IO_SUBMIT, ctx, uintptr(len(cbs)), uintptr(unsafe.Pointer(&cbs[0])))
+	if e != 0 {
+		return 0, at, e
+	}
+	return int(r), at, 0
+}
+
+func timedGetevents(ctx uintptr, minNr int, events []ioEvent, timeout *unix.Timespec) (n int, at int64, errno unix.Errno) {
+	r, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, ctx, uintptr(minNr), uintptr(len(events)), uintptr(unsafe.Pointer(&events[0])), uintptr(unsafe.Pointer(timeout)), 0)
+	at = nanotime()
+	if e != 0 {
+		return 0, at, e
+	}
+	return int(r), at, 0
 }
