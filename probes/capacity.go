@@ -99,6 +99,9 @@ var DefaultCapacityRates = func() []float64 {
 // CapacityOptions configure a capacity sweep.
 type CapacityOptions struct {
 	Dir string
+	// Device, when set, is a block device the randread pattern reads in
+	// place of Dir's working set: opened read-only, the whole device.
+	Device string
 	// Pattern is one of CapacityPatterns; "" is randread.
 	Pattern    string
 	BlockSize  int64
@@ -187,6 +190,8 @@ type CapacityResult struct {
 	WorkingSetFile string
 	// LeftBehind names the working set when a hung read keeps it.
 	LeftBehind string
+	// OnDevice: the sweep read a block device in place (Options.Device).
+	OnDevice bool
 }
 
 // kneeOf is the last step that held before the first that did not.
@@ -485,6 +490,13 @@ func Capacity(ctx context.Context, o CapacityOptions) (*CapacityResult, error) {
 		co.Profile, co.WorkingSet, co.KeepWorkingSet = ProfileFioEtcd, 0, false
 	default:
 		return res, fmt.Errorf("unknown capacity pattern %q (randread, randwrite, wal)", o.Pattern)
+	}
+	if o.Device != "" {
+		res.Path = o.Device
+		if o.Pattern != CapacityRandRead {
+			return res, fmt.Errorf("%s: a block device is only read (the randread pattern), never written", o.Device)
+		}
+		co.device, res.OnDevice = o.Device, true
 	}
 	cs, cr, err := openCheckSite(co, 0)
 	res.Path, res.Device, res.Filesystem = cr.Path, cr.Device, cr.Filesystem

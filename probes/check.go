@@ -73,6 +73,9 @@ type CheckOptions struct {
 	// otherwise.
 	name string
 	log  *slog.Logger
+	// device, for the capacity sweep's randread, is a block device read
+	// in place of Dir's working set (read-only, the whole device).
+	device string
 	// Paths are the host's /proc and /sys; the zero value is this host's.
 	Paths hostpath.Paths
 }
@@ -129,6 +132,7 @@ func (o CheckOptions) probeConfig(job int) (config.Probe, error) {
 		c.Kind = config.KindRandRead
 		c.WorkingSet = config.ByteSize(o.WorkingSet)
 		c.Ops = o.Samples
+		c.Device = o.device
 	default:
 		return c, fmt.Errorf("unknown profile %q (etcd, fio-etcd, randread)", o.Profile)
 	}
@@ -624,7 +628,13 @@ func openCheckSite(o CheckOptions, job int) (*checkSite, *CheckResult, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s, err := openDirSite(o.Dir, o.Paths.Proc(), o.Paths.Sys(), log)
+	var s *site
+	if o.device != "" {
+		res.Path = o.device
+		s, err = openDeviceSite(o.device, int64(c.BlockSize), o.Paths.Proc(), o.Paths.Sys(), log)
+	} else {
+		s, err = openDirSite(o.Dir, o.Paths.Proc(), o.Paths.Sys(), log)
+	}
 	if err != nil {
 		return nil, res, err
 	}
@@ -643,7 +653,10 @@ func openCheckSite(o CheckOptions, job int) (*checkSite, *CheckResult, error) {
 		}
 	}
 	file := filePrefix + c.Name + "-" + fileSuffix(c)
-	cs := &checkSite{res: res, c: c, s: s, k: kinds[c.Kind](c, file), remove: filepath.Join(s.dir.path, file)}
+	cs := &checkSite{res: res, c: c, s: s, k: kinds[c.Kind](c, file)}
+	if s.dir != nil {
+		cs.remove = filepath.Join(s.dir.path, file)
+	}
 	if err := cs.k.open(s); err != nil {
 		cs.k.close()
 		s.close()
@@ -663,9 +676,11 @@ func openCheckSite(o CheckOptions, job int) (*checkSite, *CheckResult, error) {
 			res.Untrusted = "O_DIRECT refused: the reads come from the page cache, not the disk"
 			res.Warnings = append(res.Warnings, res.Untrusted)
 		}
-		if o.KeepWorkingSet {
+		switch {
+		case r.device != "":
+		case o.KeepWorkingSet:
 			res.WorkingSetFile, cs.remove = cs.remove, ""
-		} else {
+		default:
 			cs.dropReadset = true
 		}
 	}

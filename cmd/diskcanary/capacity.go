@@ -98,14 +98,14 @@ func (f *checkFlags) capacityRates(changed func(string) bool) ([]float64, error)
 // reads it).
 type capacityJSON = capacityjson.Result
 
-// runCapacity runs the capacity profile; stopped says a signal or the
-// timeout ended it (a read may be hung there).
-func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir string, rates []float64, budget int64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
+// runCapacity runs the capacity profile in dir, or on device when set;
+// stopped says a signal or the timeout ended it (a read may be hung there).
+func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir, device string, rates []float64, budget int64, ws, minFree config.ByteSize, bs int64) (stopped bool, err error) {
 	out := cmd.OutOrStdout()
 	status := newStatusLine(cmd.ErrOrStderr(), f.quiet, f.jsonOut)
 	start := time.Now()
 	res, err := probes.Capacity(ctx, probes.CapacityOptions{
-		Dir: dir, Pattern: f.pattern, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep, WriteBudget: budget,
+		Dir: dir, Device: device, Pattern: f.pattern, BlockSize: bs, WorkingSet: int64(ws), MinFree: int64(minFree), KeepWorkingSet: f.keep, WriteBudget: budget,
 		Rates: rates, MaxP99: f.maxP99, Timeout: f.timeout, AllowUnsafeFS: f.allowUnsafe,
 		LayOut: status.progress(probes.ProfileCapacity),
 		Step: func(st probes.CapacityStep) {
@@ -209,16 +209,24 @@ func (f *checkFlags) printCapacity(w io.Writer, r *probes.CapacityResult, j capa
 	if r.Device != "" {
 		where += " on " + r.Device
 	}
+	if r.OnDevice {
+		where = strings.TrimSpace("block device " + r.Device)
+	}
 	fmt.Fprintf(w, "diskcanary check: capacity profile, %s pattern, %s (%s)\n", j.Pattern, r.Path, where)
-	switch j.Pattern {
-	case probes.CapacityRandWrite:
+	switch {
+	case j.BlockSize == 0: // nothing was opened: no op to describe
+	case r.OnDevice:
+		fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over the whole device, read in place (nothing written), open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
+	case j.Pattern == probes.CapacityRandWrite:
 		fmt.Fprintf(w, "  random %d-byte O_DIRECT writes into a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
-	case probes.CapacityWAL:
+	case j.Pattern == probes.CapacityWAL:
 		fmt.Fprintf(w, "  %d-byte appends into a preallocated segment, fdatasync after each, open loop, one writer;\n", j.BlockSize)
 	default:
 		fmt.Fprintf(w, "  random %d-byte O_DIRECT reads over a pre-written working set, open loop, up to %d outstanding;\n", j.BlockSize, j.Concurrency)
 	}
-	fmt.Fprintf(w, "  latency from each op's scheduled start\n")
+	if j.BlockSize > 0 {
+		fmt.Fprintf(w, "  latency from each op's scheduled start\n")
+	}
 	if len(r.Steps) > 0 {
 		fmt.Fprintf(w, "  %10s %10s %10s %10s %10s %10s  %s\n", "asked", "achieved", "p50", "p90", "p99", "p99.9", "result")
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"os"
@@ -268,4 +270,69 @@ func TestCapacityPatternsOnTmpfs(t *testing.T) {
 		require.Contains(t, j.Warnings, "fdatasync p50 < 10µs and no flush reached a device: the flush is not reaching a disk (cache, tmpfs or a lying write cache)")
 	}
 	require.Empty(t, probeFiles(t, dir))
+}
+
+// A block device is read in place, read-only: the randread sweep over a
+// raw loop device whose reads the blkio throttle holds to 500 IOPS finds
+// that ceiling within 10 % (so the reads reached the device), and the
+// device's bytes are the same after it. A writing pattern and the
+// working-set flags are usage errors there. Up to three runs for the low
+// side, as for the filesystem's ceiling above.
+func TestCapacityOnABlockDevice(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	testkit.RequireRoot(t)
+	f, err := os.CreateTemp("/dev/shm", "diskcanary-capacity-dev-*.img")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.Remove(f.Name()) })
+	data := make([]byte, 32<<20)
+	_, _ = rand.Read(data)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	before := sha256.Sum256(data)
+	dev := testkit.LoopDevice(t, f.Name())
+
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--pattern", "randwrite"}, "--pattern randwrite on " + dev + ": a block device is only read (--pattern randread), never written"},
+		{[]string{"--pattern", "wal"}, "--pattern wal on " + dev + ": a block device is only read (--pattern randread), never written"},
+		{[]string{"--working-set", "1m"}, "--working-set does not apply to a block device: the reads span the whole device"},
+		{[]string{"--keep-working-set"}, "--keep-working-set does not apply to a block device: the reads span the whole device"},
+	} {
+		_, code, err := runCLI(t, append([]string{"check", dev, "--profile", "capacity"}, tc.args...)...)
+		require.Equal(t, 64, code, "%q: %v", tc.args, err)
+		require.EqualError(t, err, tc.err, "%q", tc.args)
+	}
+
+	throttle := testkit.NewReadThrottle(t, dev, 500)
+	var j capacityJSON
+	for attempt := 1; attempt <= 3; attempt++ {
+		cmd := diskcanaryCmd(t, throttle.Command, "check", dev, "--profile", "capacity", "--json", "--quiet", "--timeout", "50s",
+			"--max-p99", "50ms", "--rates", "400,450,500,550,600,700")
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+			t.Fatalf("check on %s: %v: %s", dev, err, out)
+		}
+		j = capacityJSON{}
+		require.NoError(t, json.Unmarshal(out, &j), "%s", out)
+		require.Equal(t, dev, j.Path)
+		require.Equal(t, filepath.Base(dev), j.Device)
+		require.Equal(t, "randread", j.Pattern)
+		require.True(t, j.BoundReached, "a step past 500 broke the bound: %+v", j.Steps)
+		if j.IOPSAtBound != nil && *j.IOPSAtBound >= 450 {
+			break
+		}
+		t.Logf("run %d: IOPS at the bound %v", attempt, j.IOPSAtBound)
+	}
+	require.NotNil(t, j.IOPSAtBound, "in three runs the first step always broke the bound")
+	require.GreaterOrEqual(t, *j.IOPSAtBound, 450.0)
+	require.LessOrEqual(t, *j.IOPSAtBound, 550.0)
+	require.InDelta(t, 500, *j.AskedIOPSAtBound, 50)
+
+	after, err := os.ReadFile(f.Name())
+	require.NoError(t, err)
+	require.Equal(t, before, sha256.Sum256(after), "the device was only read")
 }

@@ -107,7 +107,9 @@ timed from then, so a queue shows in the latency), each step at least
 before a step that could write past --write-budget, and reports the
 IOPS at the bound (the last step that held), the step that broke it and
 the curve. diskcanary-plot draws the curve from its --json output. Exit
-0 when a step held, 1 when even the first broke the bound.
+0 when a step held, 1 when even the first broke the bound. Given a block
+device in place of DIR (as root), the randread pattern reads the whole
+device in place, read-only; the other patterns refuse one.
 
 A FAIL is reported as soon as it is certain: once more samples are over
 --max-p99 than the p99 allows of --samples (101 of 10,000), the run stops
@@ -145,7 +147,8 @@ Exit status:
   diskcanary check --profile all --json /mnt/newvolume
   diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume
   diskcanary check --profile capacity --json /mnt/newvolume | diskcanary-plot -o curve.svg
-  diskcanary check --profile capacity --pattern wal /var/lib/etcd-canary`,
+  diskcanary check --profile capacity --pattern wal /var/lib/etcd-canary
+  diskcanary check --profile capacity /dev/disk/by-id/nvme-Example_SN123`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return fmt.Errorf("check takes one directory, got %d: %q", len(args), args)
@@ -292,6 +295,22 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			return &exitError{exitUsage, err}
 		}
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if f.profile == probes.ProfileCapacity && isBlockDevice(dir) {
+		// Read in place, read-only, as the daemon's device read probe:
+		// nothing is laid out, nothing written.
+		if f.pattern != probes.CapacityRandRead {
+			return &exitError{exitUsage, fmt.Errorf("--pattern %s on %s: a block device is only read (--pattern randread), never written", f.pattern, dir)}
+		}
+		for _, flag := range []string{"working-set", "keep-working-set"} {
+			if cmd.Flags().Changed(flag) {
+				return &exitError{exitUsage, fmt.Errorf("--%s does not apply to a block device: the reads span the whole device", flag)}
+			}
+		}
+		_, err = f.runCapacity(ctx, cmd, dir, dir, rates, budget, ws, minFree, blockSize)
+		return err
+	}
 	// The same confinement as the daemon: never inside an etcd member tree,
 	// never loose at the root of a filesystem that holds other data.
 	abs, err := filepath.Abs(dir)
@@ -330,10 +349,8 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 			latLog.Close()
 		}
 	}()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if f.profile == probes.ProfileCapacity {
-		stopped, err = f.runCapacity(ctx, cmd, dir, rates, budget, ws, minFree, blockSize)
+		stopped, err = f.runCapacity(ctx, cmd, dir, "", rates, budget, ws, minFree, blockSize)
 		return err
 	}
 
@@ -678,4 +695,11 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.3fs", d.Seconds())
 	}
+}
+
+// isBlockDevice: path (followed through symlinks, as /dev/disk/by-id/...)
+// is a block device.
+func isBlockDevice(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
 }
