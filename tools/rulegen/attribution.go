@@ -63,9 +63,8 @@ var attributedOps = []attributed{
 // fallback is chosen where a device has no p99, and in a group of their
 // own (which Prometheus evaluates in no set order beside this one) a
 // target would read the fallback until that group's first evaluation,
-// then switch, and a verdict would wait for the probes' group, which at
-// an interval of minutes may first run after tools/dashshot's e2e test
-// draws (it evaluates the shipped rules for under 3 minutes).
+// then switch, and a verdict would wait up to an interval, minutes, for
+// the probes' group.
 func attributionRecording(p Params) []Group {
 	var d Group // the devices' request p99s, which the verdicts read
 	g := Group{Name: "diskcanary.attribution.recording", Interval: interval(p.Interval15m)}

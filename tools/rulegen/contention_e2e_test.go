@@ -45,6 +45,7 @@ func TestContentionRulesEndToEnd(t *testing.T) {
 
 	d := startServe(t, bin, "--no-collector.probes", "--no-collector.smart", "--no-collector.blocklatency", "--collector.contention.interval", "1s")
 	p := Defaults()
+	p.Interval = 0 // the contention groups at the 1 s evaluation interval
 	p.EtcdWindow = 20 * time.Second
 	rulesFile := writeRules(t, p)
 	prom := testkit.StartPrometheus(t, fmt.Sprintf(`global:

@@ -78,9 +78,16 @@ type Params struct {
 	// evaluation_interval. A window moves little in either, and the alerts
 	// read their results at most an interval old, so both stay under the
 	// 5 m lookback. A group's first evaluation comes up to an interval
-	// after the rules load (tools/dashshot's e2e test draws its dashboard
-	// within 3 minutes of that).
+	// after the rules load. At 5,000 nodes on 2 CPUs the attribution
+	// group took up to 34 s, 28 % of a 2-minute interval (go run ./bench
+	// fleet-scale): every 3 minutes keeps it under a quarter.
 	Interval15m, Interval1h time.Duration
+	// Interval is every other group's: the alerts and the 5-minute
+	// windows. A minute, Prometheus's own default, not the 30 s a fleet's
+	// scrapes may use: at 5,000 nodes those groups were two thirds of one
+	// Prometheus's rule work, and an alert's for: is minutes (go run
+	// ./bench fleet-scale). 0: the global one.
+	Interval time.Duration
 	// Kernel errors (the errors collector): a storm is ErrorStormCount or
 	// more timeouts, aborts, resets or link losses on one disk within
 	// ErrorStormWindow (one retried command is routine; a run of them
@@ -202,8 +209,9 @@ func Defaults() Params {
 		SelfDriftFloor:            2 * time.Millisecond,
 		SelfDriftFor:              time.Hour,
 		IostatWindow:              5 * time.Minute,
-		Interval15m:               2 * time.Minute,
+		Interval15m:               3 * time.Minute,
 		Interval1h:                4 * time.Minute,
+		Interval:                  time.Minute,
 		ErrorStormCount:           3,
 		ErrorStormWindow:          10 * time.Minute,
 		ErrorWindow:               time.Hour,
@@ -253,6 +261,7 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.ReadSlow, "read.slow", p.ReadSlow, "random-read p99 (15 m) warning threshold")
 	fs.DurationVar(&p.ReadSlowFor, "read.slow-for", p.ReadSlowFor, "for: of the read warning")
 	fs.DurationVar(&p.Interval15m, "interval.15m", p.Interval15m, "evaluation interval of the groups over 15-minute windows, under the 5 m lookback (0: the global one)")
+	fs.DurationVar(&p.Interval, "interval", p.Interval, "evaluation interval of every other group: the alerts and the 5-minute windows (0: the global one)")
 	fs.DurationVar(&p.Interval1h, "interval.1h", p.Interval1h, "evaluation interval of the groups over an hour and last week's hour, under the 5 m lookback (0: the global one)")
 	fs.IntVar(&p.MinSamples, "min-samples", p.MinSamples, "samples needed behind a 15 m or 1 h p99")
 	fs.IntVar(&p.MinIncidentSamples, "min-incident-samples", p.MinIncidentSamples, "samples needed behind a 5 m p99 at incident levels")

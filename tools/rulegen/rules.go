@@ -66,6 +66,11 @@ func Rules(p Params) RuleFile {
 		selfDriftAlerts(p),
 		etcdAlerts(p),
 	)
+	for i := range groups {
+		if groups[i].Interval == "" {
+			groups[i].Interval = interval(p.Interval)
+		}
+	}
 	return RuleFile{Groups: groups}
 }
 
