@@ -65,7 +65,6 @@ var (
 type aioOps struct {
 	ctx     uintptr
 	fd      int
-	write   bool
 	bufs    [][]byte
 	fls     []*inflight
 	cbs     []iocb
@@ -76,22 +75,19 @@ type aioOps struct {
 	started []int64 // when each slot's op was submitted (nanotime)
 	ts      unix.Timespec
 	offset  func() int64 // the next op's offset
-	// stage and where name a failed op ("read", the file); written, for
-	// writes, counts the bytes each write wrote.
-	stage, where string
-	written      *atomic.Int64
+	// where names the target of a failed op; written, set for writes,
+	// counts the bytes each write wrote.
+	where   string
+	written *atomic.Int64
 }
 
 // newAIOOps sets up a slot for each of bufs (as many as the sweep's
 // concurrency, each the block size) on fd: reads, or writes when written
 // is set.
 func newAIOOps(fd int, bufs [][]byte, fls []*inflight, offset func() int64, where string, written *atomic.Int64) (*aioOps, error) {
-	e := &aioOps{fd: fd, write: written != nil, bufs: bufs, fls: fls, offset: offset, stage: "read", where: where, written: written,
+	e := &aioOps{fd: fd, bufs: bufs, fls: fls, offset: offset, where: where, written: written,
 		cbs: make([]iocb, len(bufs)), batch: make([]*iocb, 0, len(bufs)), events: make([]ioEvent, len(bufs)),
 		opOf: make([]int, len(bufs)), started: make([]int64, len(bufs))}
-	if e.write {
-		e.stage = "write"
-	}
 	for s := len(bufs) - 1; s >= 0; s-- {
 		e.free = append(e.free, s)
 	}
@@ -108,6 +104,14 @@ func (e *aioOps) depth() int { return len(e.bufs) }
 
 func (e *aioOps) busy() int { return len(e.bufs) - len(e.free) }
 
+// stage names the ops in errors.
+func (e *aioOps) stage() string {
+	if e.written != nil {
+		return "write"
+	}
+	return "read"
+}
+
 // begin fills a free slot's iocb for op i; flush submits it.
 func (e *aioOps) begin(i int) {
 	s := e.free[len(e.free)-1]
@@ -116,7 +120,7 @@ func (e *aioOps) begin(i int) {
 	cb := &e.cbs[s]
 	*cb = iocb{data: uint64(s), opcode: iocbCmdPread, fd: uint32(e.fd), buf: uint64(uintptr(unsafe.Pointer(&e.bufs[s][0]))),
 		nbytes: uint64(len(e.bufs[s])), offset: e.offset()}
-	if e.write {
+	if e.written != nil {
 		cb.opcode = iocbCmdPwrite
 	}
 	e.batch = append(e.batch, cb)
@@ -141,9 +145,9 @@ func (e *aioOps) flush() error {
 		}
 		e.batch = e.batch[:0]
 		if errno == 0 {
-			return &opError{e.stage, e.where, errors.New("io_submit took no op")}
+			return &opError{e.stage(), e.where, errors.New("io_submit took no op")}
 		}
-		return &opError{e.stage, e.where, fmt.Errorf("io_submit: %w", errno)}
+		return &opError{e.stage(), e.where, fmt.Errorf("io_submit: %w", errno)}
 	}
 	return nil
 }
@@ -188,9 +192,9 @@ func (e *aioOps) result(s int, res int64) error {
 	}
 	switch {
 	case res < 0:
-		return &opError{e.stage, e.where, unix.Errno(-res)}
+		return &opError{e.stage(), e.where, unix.Errno(-res)}
 	case res != int64(len(e.bufs[s])):
-		return &opError{e.stage, e.where, errShortIO}
+		return &opError{e.stage(), e.where, errShortIO}
 	}
 	return nil
 }

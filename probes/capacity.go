@@ -322,26 +322,26 @@ func (w *sweeper) step(rate float64) (st CapacityStep, err error) {
 		w.svc[i] = svc
 		w.issued[i] = true
 	}
-	next, depth := 0, w.ops.depth()
+	next, last, depth := 0, n, w.ops.depth() // ops from last on are never begun
 	gaveUp := int64(0)
-	for err == nil && !w.stopped.Load() && (next < n || w.ops.busy() > 0) {
+	for err == nil && !w.stopped.Load() && (next < last || w.ops.busy() > 0) {
 		now := nanotime()
-		if next < n && now > deadline {
-			gaveUp, n = now, next // the rest are never begun
+		if next < last && now > deadline {
+			gaveUp, last = now, next
 			continue
 		}
-		for next < n && due(next) <= now && w.ops.busy() < depth {
+		for next < last && due(next) <= now && w.ops.busy() < depth {
 			w.ops.begin(next)
 			next++
 		}
-		if next < n && due(next) <= now {
+		if next < last && due(next) <= now {
 			st.PoolFull = true
 		}
 		if err = w.ops.flush(); err != nil {
 			break
 		}
 		until := now + int64(maxSleepSlice)
-		if next < n && w.ops.busy() < depth {
+		if next < last && w.ops.busy() < depth {
 			until = min(until, due(next))
 		}
 		err = w.ops.wait(until, ended)
@@ -357,7 +357,6 @@ func (w *sweeper) step(rate float64) (st CapacityStep, err error) {
 	if w.stopped.Load() {
 		return st, errInterrupted
 	}
-	n = st.Ops
 	end := nanotime()
 	if gaveUp == 0 {
 		gaveUp = end

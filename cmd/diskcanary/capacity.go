@@ -206,11 +206,11 @@ func stepResult(s probes.CapacityStep, bound time.Duration) string {
 // printCapacity prints the curve as a table and the answer under it.
 func (f *checkFlags) printCapacity(w io.Writer, r *probes.CapacityResult, j capacityJSON) {
 	where := r.Filesystem
-	if r.Device != "" {
-		where += " on " + r.Device
-	}
-	if r.OnDevice {
+	switch {
+	case r.OnDevice:
 		where = strings.TrimSpace("block device " + r.Device)
+	case r.Device != "":
+		where += " on " + r.Device
 	}
 	fmt.Fprintf(w, "diskcanary check: capacity profile, %s pattern, %s (%s)\n", j.Pattern, r.Path, where)
 	switch {

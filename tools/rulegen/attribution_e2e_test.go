@@ -75,7 +75,7 @@ func TestAttributionEndToEnd(t *testing.T) {
 	// loop device's p99 can reach a few ms from CPU wakeups alone. The
 	// slow targets sit at 50 ms and more.
 	p := Defaults()
-	p.Interval15m, p.Interval1h, p.Interval = 0, 0, 0 // every group at the 1 s evaluation interval
+	everyGroupAtGlobal(&p)
 	p.FdatasyncSlow = 25 * time.Millisecond
 	p.FdatasyncSlowFor = 10 * time.Second
 	p.MinSamples = 50

@@ -113,7 +113,7 @@ func TestEtcdVerdictEndToEnd(t *testing.T) {
 	// peer's round trip every 30 s per round tripper while it is healthy,
 	// 2 samples in 30 s (20 in the default 5 m, over the default gate of 5).
 	p := Defaults()
-	p.Interval15m, p.Interval1h, p.Interval = 0, 0, 0 // every group at the 1 s evaluation interval
+	everyGroupAtGlobal(&p)
 	p.EtcdWindow = 30 * time.Second
 	p.EtcdDegradedFor = 5 * time.Second
 	p.MinIncidentSamples = 5

@@ -77,7 +77,7 @@ smart:
 
 	// The rules, with for: and sample floors shortened for a 2-minute run.
 	p := Defaults()
-	p.Interval15m, p.Interval1h, p.Interval = 0, 0, 0 // every group at the 1 s evaluation interval
+	everyGroupAtGlobal(&p)
 	p.FdatasyncSlowFor = 15 * time.Second
 	p.DriftFor = 15 * time.Second
 	p.MinSamples = 200

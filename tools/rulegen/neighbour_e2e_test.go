@@ -82,7 +82,7 @@ func TestNoisyNeighbourEndToEnd(t *testing.T) {
 	d.WaitListening(t, addr, 30*time.Second)
 
 	p := Defaults()
-	p.Interval15m, p.Interval1h, p.Interval = 0, 0, 0 // every group at the 1 s evaluation interval
+	everyGroupAtGlobal(&p)
 	p.EtcdWindow = 20 * time.Second
 	p.EtcdDegradedFor = 5 * time.Second
 	p.FdatasyncSlow = 100 * time.Millisecond

@@ -58,7 +58,7 @@ func TestShardedFleetDriftEndToEnd(t *testing.T) {
 	// window, so a minute into the run a disk 90 % busy reads 6 %: the busy
 	// floor is scaled down with it (the factor over the cohort stays 2).
 	p := Defaults()
-	p.Interval15m, p.Interval1h, p.Interval = 0, 0, 0
+	everyGroupAtGlobal(&p)
 	p.DriftFor = 10 * time.Second
 	p.MinSamples = 200
 	p.DriftBusyUtilization = 0.01
