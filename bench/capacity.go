@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/diskcanary/diskcanary/bench/read"
 	"github.com/diskcanary/diskcanary/bench/stats"
 	"github.com/diskcanary/diskcanary/internal/capacityjson"
+	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/testkit"
 	"github.com/diskcanary/diskcanary/probes"
 )
@@ -59,15 +61,19 @@ const capacityWorkingSet = "256MiB"
 // capacityVsFIO interleaves rounds of check's capacity sweep with fio on
 // the same target. The reference is fio --rate_iops over the same rate
 // list (one fio run a step, as many ops as check's step), its IOPS at the
-// bound taken by check's own rule (kneeAt, with the lateness fio's p99
-// leaves out), run twice a round so its A/A
-// spread is known. fio's latency_target search (reads only: the WAL has
+// bound taken by check's own rule (kneeAt; fio's appends timed from their
+// due times as check's are, its reads with the lateness their p99 leaves
+// out), run twice a round so its A/A spread is known. fio's latency_target search (reads only: the WAL has
 // one writer, no depth to search) is printed beside it as a second,
 // closed-loop reference. Verdict: check's IOPS at the bound within ±10 %
 // of fio's rate steps'; the per-step p99 ratios are printed.
 func capacityVsFIO(r *run, p params) bool {
 	r.need("fio")
 	t := r.capacityTargetOf(p)
+	if t.pattern == "wal" {
+		r.need("bpftrace")
+		r.needRoot("bpftrace")
+	}
 	rates := make([]string, len(p.Rates))
 	for i, x := range p.Rates {
 		rates[i] = strconv.Itoa(x)
@@ -80,7 +86,11 @@ func capacityVsFIO(r *run, p params) bool {
 	var depths []float64 // latency_target's
 	// "check service" is check's syscalls alone, without the wait from
 	// an op's due time: what fio's p99 times too.
-	p99s := map[string]map[int][]float64{"check": {}, "check service": {}, "fio": {}, "fio late": {}, "fio again": {}}
+	// "fio service" is the same of fio's appends, "fio fdatasync" the
+	// p99 fio reports for them (the fdatasync alone, from its submission);
+	// "fio late" is the lateness fio's reads imply (lateBy).
+	p99s := map[string]map[int][]float64{"check": {}, "check service": {}, "fio": {}, "fio again": {},
+		"fio late": {}, "fio service": {}, "fio fdatasync": {}}
 	for i := range p.Rounds {
 		for _, who := range alternate(i, sources...) {
 			switch who {
@@ -102,7 +112,15 @@ func capacityVsFIO(r *run, p params) bool {
 				for _, s := range steps {
 					p99s[who][int(s.asked)] = append(p99s[who][int(s.asked)], s.p99.Seconds())
 					if who == "fio" {
-						p99s["fio late"][int(s.asked)] = append(p99s["fio late"][int(s.asked)], s.late().Seconds())
+						add := func(col string, d time.Duration) {
+							p99s[col][int(s.asked)] = append(p99s[col][int(s.asked)], d.Seconds())
+						}
+						if t.pattern == "wal" {
+							add("fio service", s.service)
+							add("fio fdatasync", s.own)
+						} else {
+							add("fio late", s.late)
+						}
 					}
 					r.Logf("round %d %s %.0f asked: achieved %.1f p99 %v", i+1, who, s.asked, s.iops, s.p99)
 				}
@@ -116,8 +134,12 @@ func capacityVsFIO(r *run, p params) bool {
 	med := func(who string) float64 { return stats.Median(atBound[who]) }
 	cm, fm, am := med("check"), med("fio"), med("fio again")
 	ratio, aa := cm/fm, am/fm
-	r.printf("capacity vs fio on %s: %s, p99 bound %v, %d interleaved rounds, medians; fio = fio --rate_iops at each rate, its IOPS at the bound by check's rule (its p99, or how late its rate left its 99th-percentile op, within the bound)\n",
-		t.title, t.pattern, t.bound, p.Rounds)
+	rule := "its p99, or how late its rate left its 99th-percentile op, within the bound"
+	if t.pattern == "wal" {
+		rule = "the p99 of its appends from their due times by its schedule, timed by the kernel, within the bound"
+	}
+	r.printf("capacity vs fio on %s: %s, p99 bound %v, %d interleaved rounds, medians; fio = fio --rate_iops at each rate, its IOPS at the bound by check's rule (%s)\n",
+		t.title, t.pattern, t.bound, p.Rounds, rule)
 	r.printf("%-22s %10s %10s %7s %10s %7s  verdict\n", "", "fio", "check", "ratio", "fio again", "fio A/A")
 	bound := stats.Within(0.10)
 	ok := fm > 0 && cm > 0 && bound.Holds(ratio)
@@ -131,12 +153,12 @@ func capacityVsFIO(r *run, p params) bool {
 		verdict = "OUT OF RANGE: check's first rate step broke the bound"
 	}
 	r.printf("%-22s %10.1f %10.1f %7.3f %10.1f %7.3f  %s\n", "IOPS at the bound", fm, cm, ratio, am, aa, verdict)
-	if fm > 0 && !bound.Holds(ratio) {
-		// fio --rate_iops issues a late op at once, back on schedule,
-		// but times it from then: the wait from its due time (behind a
-		// slow append; for a free slot of the 32 when a stall fills
-		// them), which check counts, is not in fio's p99. The first step
-		// check broke shows it: its syscalls' p99 beside the whole.
+	if fm > 0 && !bound.Holds(ratio) && t.pattern != "wal" {
+		// fio --rate_iops issues a late read at once, back on schedule,
+		// but times it from then: the wait from its due time (for a free
+		// slot of the 32 when a stall fills them), which check counts, is
+		// not in fio's p99. The first step check broke shows it: its
+		// syscalls' p99 beside the whole.
 		for _, rate := range p.Rates {
 			c := p99s["check"][rate]
 			if len(c) == 0 || stats.Median(c) <= t.bound.Seconds() {
@@ -146,7 +168,7 @@ func capacityVsFIO(r *run, p params) bool {
 			if x := p99s["fio"][rate]; len(x) > 0 {
 				f = fmt.Sprintf("%.3f ms", stats.Median(x)*1e3)
 			}
-			r.printf("fio --rate_iops times each op from its submission, check from its due time: at %d asked, check's p99 %.3f ms, its syscalls' alone %.3f ms; fio's %s\n",
+			r.printf("fio --rate_iops times each read from its submission, check from its due time: at %d asked, check's p99 %.3f ms, its syscalls' alone %.3f ms; fio's %s\n",
 				rate, stats.Median(c)*1e3, stats.Median(p99s["check service"][rate])*1e3, f)
 			break
 		}
@@ -168,30 +190,42 @@ func capacityVsFIO(r *run, p params) bool {
 			r.printf("fio latency_target (closed loop): %.1f IOPS, ×%.3f of fio's rate steps\n", lt, lt/fm)
 		}
 	}
-	what := "p99"
+	what, last := "p99", "fio late"
 	if t.pattern == "wal" {
-		what = "p99 (check: the append from its scheduled start; fio: the fdatasync from submission)"
+		what, last = "p99 (each append from its due time; service: its write and fdatasync alone, check's timed by check, fio's by the kernel; fio fdatasync: the p99 fio reports)", "fio fdatasync"
 	}
 	r.printf("per-step %s, ms, medians of the rounds:\n", what)
-	r.printf("  %8s %9s %9s %8s %8s %13s %9s %7s\n", "asked", "fio", "check", "ratio", "fio A/A", "check service", "fio late", "rounds")
+	cols := []string{"check service", "fio service", last}
+	if t.pattern != "wal" {
+		cols = []string{"check service", last}
+	}
+	r.printf("  %8s %9s %9s %8s %8s", "asked", "fio", "check", "ratio", "fio A/A")
+	for _, c := range cols {
+		r.printf(" %13s", c)
+	}
+	r.printf(" %7s\n", "rounds")
+	ms := func(xs []float64) string {
+		if len(xs) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", stats.Median(xs)*1e3)
+	}
+	of := func(xs, ref []float64) string {
+		if len(xs) == 0 || len(ref) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", stats.Median(xs)/stats.Median(ref))
+	}
 	for _, rate := range p.Rates {
-		c, f, a, sv, fl := p99s["check"][rate], p99s["fio"][rate], p99s["fio again"][rate], p99s["check service"][rate], p99s["fio late"][rate]
+		c, f, a := p99s["check"][rate], p99s["fio"][rate], p99s["fio again"][rate]
 		if len(c) == 0 && len(f) == 0 {
 			continue
 		}
-		ms := func(xs []float64) string {
-			if len(xs) == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.3f", stats.Median(xs)*1e3)
+		r.printf("  %8d %9s %9s %8s %8s", rate, ms(f), ms(c), of(c, f), of(a, f))
+		for _, col := range cols {
+			r.printf(" %13s", ms(p99s[col][rate]))
 		}
-		of := func(xs, ref []float64) string {
-			if len(xs) == 0 || len(ref) == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.3f", stats.Median(xs)/stats.Median(ref))
-		}
-		r.printf("  %8d %9s %9s %8s %8s %13s %9s %7d\n", rate, ms(f), ms(c), of(c, f), of(a, f), ms(sv), ms(fl), len(c))
+		r.printf(" %7d\n", len(c))
 	}
 	return ok
 }
@@ -231,7 +265,7 @@ type fioResult struct {
 func (t capacityTarget) fioArgs(depth int) []string {
 	if t.pattern == "wal" {
 		return []string{"--name=wal", "--directory=" + t.dir, "--filename=capacity-vs-fio", "--rw=write", "--ioengine=sync",
-			"--fdatasync=1", "--bs=2300", "--size=64m", "--output-format=json+"}
+			"--fdatasync=1", "--bs=" + strconv.Itoa(config.DefaultWALBlockSize), "--size=64m", "--output-format=json+"}
 	}
 	return []string{"--name=rr", "--filename=" + filepath.Join(t.dir, ".diskcanary-check-readset"), "--rw=randread",
 		"--ioengine=libaio", "--direct=1", "--bs=4k", "--iodepth=" + strconv.Itoa(depth), "--norandommap", "--randrepeat=0",
@@ -264,36 +298,88 @@ func (t capacityTarget) figures(r *run, j read.FIOJob) fioResult {
 }
 
 // fioStep is one fio --rate_iops step: its rate asked and achieved, its
-// p99.
+// p99, and for the WAL its appends' own p99 (service) and fio's fdatasync
+// p99 as fio reports it (own).
 type fioStep struct {
-	asked, iops float64
-	ops         int
-	p99         time.Duration
+	asked, iops  float64
+	ops          int
+	p99          time.Duration
+	late         time.Duration
+	service, own time.Duration
 }
 
-// late is how late, by fio's own schedule (op k due at k/rate, as
+// lateBy is how late, by fio's own schedule (op k due at k/rate, as
 // check's), the step's 99th-percentile op ended at the rate achieved:
-// 0.99·ops·(1/achieved − 1/asked). fio times an op from its submission,
-// so its p99 never shows this wait; check's p99, from each op's due
-// time, does.
-func (s fioStep) late() time.Duration {
-	d := 0.99 * float64(s.ops) * (1/s.iops - 1/s.asked)
+// 0.99·ops·(1/achieved − 1/asked). fio times a read from its submission,
+// so its p99 never shows this wait; check's p99, from each op's due time,
+// does. An estimate from the rate alone: a step that falls behind and
+// catches up leaves none.
+func lateBy(ops int, asked, achieved float64) time.Duration {
+	d := 0.99 * float64(ops) * (1/achieved - 1/asked)
 	return time.Duration(max(0, d) * 1e9)
+}
+
+// fromSchedule times fio's traced appends as check times its own: from
+// each one's due time by fio's schedule (--rate_iops: append k due at
+// epoch + k/rate, a late one begun at once) to its fdatasync's end; the
+// service times are the spans alone. The trace does not hold fio's epoch,
+// but no append begins before its due time, so the earliest start_k −
+// k/rate stands for it (an append on time begins within fio's sleep slack
+// of its due time). achieved is check's measure: appends over the time
+// from the epoch to the last end, or the planned time if longer. lat and
+// svc come sorted.
+func fromSchedule(spans []read.Span, rate float64) (lat, svc []time.Duration, achieved float64) {
+	if len(spans) == 0 {
+		return nil, nil, 0
+	}
+	period := 1e9 / rate
+	due := func(k int) int64 { return int64(float64(k) * period) }
+	epoch := spans[0].Start
+	for k, s := range spans {
+		epoch = min(epoch, s.Start-due(k))
+	}
+	for k, s := range spans {
+		lat = append(lat, time.Duration(s.End-epoch-due(k)))
+		svc = append(svc, time.Duration(s.End-s.Start))
+	}
+	slices.Sort(lat)
+	slices.Sort(svc)
+	span := max(float64(spans[len(spans)-1].End-epoch), float64(len(spans))*period)
+	return lat, svc, float64(len(spans)) / (span / 1e9)
 }
 
 // fioSweep runs fio --rate_iops at every rate, each with as many ops as
 // check's step at that rate (probes.StepOps), past the bound too, so a
 // step check reached after fio broke still has fio's figure; it stops
 // after the first step fio could not carry (under 90 % of the asked
-// rate), since a faster one only takes longer at the same ceiling.
+// rate), since a faster one only takes longer at the same ceiling. The
+// WAL's appends are timed by the kernel from fio's schedule
+// (traceAppends, fromSchedule), as check times its own; fio's reads, many
+// to a syscall through libaio, by fio from their submission, with the
+// lateness their achieved rate implies beside them (lateBy).
 func (r *run) fioSweep(t capacityTarget, rates []int) []fioStep {
 	var steps []fioStep
 	for _, rate := range rates {
-		args := append(t.fioArgs(probes.DefaultCapacityConcurrency), "--rate_iops="+strconv.Itoa(rate),
-			"--number_ios="+strconv.Itoa(probes.StepOps(float64(rate))))
-		f := t.figures(r, r.fioJob(t, args...))
-		steps = append(steps, fioStep{asked: float64(rate), iops: f.iops, ops: probes.StepOps(float64(rate)), p99: f.p99})
-		if f.iops < capacityHeld*float64(rate) {
+		ops := probes.StepOps(float64(rate))
+		if t.pattern != "wal" {
+			args := append(t.fioArgs(probes.DefaultCapacityConcurrency), "--rate_iops="+strconv.Itoa(rate), "--number_ios="+strconv.Itoa(ops))
+			f := t.figures(r, r.fioJob(t, args...))
+			steps = append(steps, fioStep{asked: float64(rate), iops: f.iops, ops: ops, p99: f.p99, late: lateBy(ops, float64(rate), f.iops)})
+		} else {
+			// One write more than the appends: fio's last write has no
+			// fdatasync after it.
+			args := append(t.fioArgs(1), "--rate_iops="+strconv.Itoa(rate), "--number_ios="+strconv.Itoa(ops+1))
+			stop := r.traceAppends(config.DefaultWALBlockSize)
+			f := t.figures(r, r.fioJob(t, args...))
+			spans := stop()
+			if len(spans) != ops {
+				r.Fatalf("traced %d of fio's %d appends at %d asked", len(spans), ops, rate)
+			}
+			lat, svc, achieved := fromSchedule(spans, float64(rate))
+			steps = append(steps, fioStep{asked: float64(rate), iops: achieved, ops: ops, p99: probes.Percentile(lat, 99),
+				service: probes.Percentile(svc, 99), own: f.p99})
+		}
+		if s := steps[len(steps)-1]; s.iops < capacityHeld*float64(rate) {
 			break
 		}
 	}
@@ -310,7 +396,7 @@ const capacityHeld = 0.9
 func kneeAt(steps []fioStep, bound time.Duration) float64 {
 	at := 0.0
 	for _, s := range steps {
-		if max(s.p99, s.late()) > bound || s.iops < capacityHeld*s.asked {
+		if max(s.p99, s.late) > bound || s.iops < capacityHeld*s.asked {
 			break
 		}
 		at = s.iops

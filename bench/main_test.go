@@ -3,10 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/diskcanary/diskcanary/bench/read"
 )
 
 // The report keeps what lies outside its markers: the runs recorded by
@@ -95,17 +98,57 @@ remote_write:
 // step that held before the first that broke, whatever held after it.
 func TestKneeAt(t *testing.T) {
 	ms := time.Millisecond
-	steps := []fioStep{{250, 250, 1000, 3 * ms}, {400, 400, 1000, 4 * ms}, {500, 500, 1000, 9 * ms}, {550, 500, 1000, 80 * ms}, {600, 600, 1000, 2 * ms}}
+	step := func(asked, iops float64, p99 time.Duration) fioStep {
+		return fioStep{asked: asked, iops: iops, ops: 1000, p99: p99}
+	}
+	steps := []fioStep{step(250, 250, 3*ms), step(400, 400, 4*ms), step(500, 500, 9*ms), step(550, 500, 80*ms), step(600, 600, 2*ms)}
 	require.Equal(t, 500.0, kneeAt(steps, 50*ms))
 	// Short of 90 % of the rate asked breaks it too.
-	require.Equal(t, 400.0, kneeAt([]fioStep{{250, 250, 1000, ms}, {400, 400, 1000, ms}, {500, 449, 1000, ms}}, 50*ms))
-	require.Equal(t, 0.0, kneeAt([]fioStep{{100, 100, 1000, 11 * ms}, {125, 125, 1000, ms}}, 10*ms))
+	require.Equal(t, 400.0, kneeAt([]fioStep{step(250, 250, ms), step(400, 400, ms), step(500, 449, ms)}, 50*ms))
+	require.Equal(t, 0.0, kneeAt([]fioStep{step(100, 100, 11*ms), step(125, 125, ms)}, 10*ms))
 	require.Equal(t, 0.0, kneeAt(nil, 10*ms))
-	// fio at 185.4 of 200 asked, its p99 5.8 ms from submission: by its
-	// own schedule the 990th of 1,000 appends ended 0.99·1000·(1/185.4 −
-	// 1/200) = 390 ms late, so the step broke a 10 ms bound.
-	wal := []fioStep{{160, 160.2, 1000, 6 * ms}, {200, 185.4, 1000, 5800 * time.Microsecond}}
-	require.Equal(t, 389805*time.Microsecond, wal[1].late().Truncate(time.Microsecond))
-	require.Equal(t, time.Duration(0), wal[0].late(), "ahead of schedule is not late")
-	require.Equal(t, 160.2, kneeAt(wal, 10*ms))
+	// Reads at 18,540 of 20,000 asked, p99 5.8 ms from submission: by
+	// fio's schedule the 99th-percentile of 20,000 reads ended
+	// 0.99·20000·(1/18540 − 1/20000) = 78 ms late, so the step broke a
+	// 10 ms bound.
+	late := lateBy(20000, 20000, 18540)
+	require.Equal(t, 77961*time.Microsecond, late.Truncate(time.Microsecond))
+	require.Equal(t, time.Duration(0), lateBy(1000, 160, 160.2), "ahead of schedule is not late")
+	reads := []fioStep{step(16000, 16000, 3*ms), {asked: 20000, iops: 18540, ops: 20000, p99: 5800 * time.Microsecond, late: late}}
+	require.Equal(t, 16000.0, kneeAt(reads, 10*ms))
+}
+
+// fio's appends, traced by bpftrace 0.17 (fio 3.33 at --rate_iops=100,
+// 20 writes, 19 fdatasyncs, on ext4), timed from fio's schedule: the
+// epoch is the 11th append's start, the one that began closest to its due
+// time; the first began 82.7 µs after its own.
+func TestFromSchedule(t *testing.T) {
+	f, err := os.Open("testdata/bpftrace-fio-appends.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	spans, err := read.ParseSpans(f)
+	require.NoError(t, err)
+	require.Len(t, spans, 19)
+	require.Equal(t, read.Span{Start: 35124726091883, End: 35124727628776}, spans[0])
+	lat, svc, achieved := fromSchedule(spans, 100)
+	require.Len(t, lat, 19)
+	// The first: its 1,536,893 ns span and the 82,739 ns it began late.
+	require.Contains(t, lat, 1619632*time.Nanosecond)
+	require.Equal(t, []time.Duration{1195100, 2158905}, []time.Duration{lat[0], lat[18]})
+	require.Equal(t, []time.Duration{1174343, 1720648}, []time.Duration{svc[0], svc[18]})
+	// 19 appends over the 190 ms planned (the last ended at 181.2 ms).
+	require.Equal(t, 100.0, achieved)
+	lat, svc, achieved = fromSchedule(nil, 100)
+	require.Empty(t, lat)
+	require.Empty(t, svc)
+	require.Equal(t, 0.0, achieved)
+
+	_, err = read.ParseSpans(strings.NewReader("1 10 20\n2 30 40\n"))
+	require.EqualError(t, err, `span: "2 30 40": from thread 2 after 1`)
+	_, err = read.ParseSpans(strings.NewReader("1 20 10\n"))
+	require.EqualError(t, err, `span: "1 20 10": want a start and an end after it, in nanoseconds`)
+	_, err = read.ParseSpans(strings.NewReader("Attaching 2 probes...\n"))
+	require.EqualError(t, err, `span: "Attaching 2 probes...": want a start and an end after it, in nanoseconds`)
+	_, err = read.ParseSpans(strings.NewReader("1 10\n"))
+	require.EqualError(t, err, `span: "1 10": want tid, start, end`)
 }

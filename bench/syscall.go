@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,14 +88,47 @@ func syscallVsTools(r *run, p params) bool {
 // probe's reads, not a runtime's file reads) of the processes named comm
 // in the kernel; the returned function stops it and returns the durations.
 func (r *run) traceSyscall(call, comm string) (stop func() []time.Duration) {
-	out := filepath.Join(r.TempDir(), call+".txt")
 	filter := fmt.Sprintf("comm == %q", comm)
 	if call == "pread64" {
 		filter += " && args->count == 4096"
 	}
-	bt := exec.Command("bpftrace", "-q", "-o", out, "-e", fmt.Sprintf(`tracepoint:syscalls:sys_enter_%[1]s /%[2]s/ { @s[tid] = nsecs; }
+	out := r.bpftrace(call, fmt.Sprintf(`tracepoint:syscalls:sys_enter_%[1]s /%[2]s/ { @s[tid] = nsecs; }
 tracepoint:syscalls:sys_exit_%[1]s /@s[tid]/ { printf("%%lld\n", nsecs - @s[tid]); delete(@s[tid]); }
 END { clear(@s); }`, call, filter))
+	return func() []time.Duration {
+		ds, err := read.ParseNanoseconds(out())
+		if err != nil {
+			r.Fatal(err)
+		}
+		if len(ds) == 0 {
+			r.Fatalf("bpftrace saw no %s of %s", call, comm)
+		}
+		return ds
+	}
+}
+
+// traceAppends times each of fio's WAL appends from its write's entry (a
+// write of size bytes) to the exit of the fdatasync after it, in the
+// kernel's monotonic nanoseconds: the spans check's WAL pattern times
+// (timedWALOp), in the order fio made them.
+func (r *run) traceAppends(size int) (stop func() []read.Span) {
+	out := r.bpftrace("appends", fmt.Sprintf(`tracepoint:syscalls:sys_enter_write /comm == "fio" && args->count == %d/ { @s[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_fdatasync /comm == "fio" && @s[tid]/ { printf("%%d %%lld %%lld\n", tid, @s[tid], nsecs); delete(@s[tid]); }
+END { clear(@s); }`, size))
+	return func() []read.Span {
+		spans, err := read.ParseSpans(out())
+		if err != nil {
+			r.Fatal(err)
+		}
+		return spans
+	}
+}
+
+// bpftrace runs script from now (attached) until stop, which returns what
+// it printed.
+func (r *run) bpftrace(name, script string) (stop func() io.Reader) {
+	out := filepath.Join(r.TempDir(), name+".txt")
+	bt := exec.Command("bpftrace", "-q", "-o", out, "-e", script)
 	var stderr bytes.Buffer
 	bt.Stderr = &stderr
 	bt.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it dies with the bench
@@ -109,24 +143,16 @@ END { clear(@s); }`, call, filter))
 		}
 	})
 	time.Sleep(3 * time.Second) // attached
-	return func() []time.Duration {
+	return func() io.Reader {
 		stopped = true
 		_ = bt.Process.Signal(syscall.SIGINT)
 		if err := bt.Wait(); err != nil {
 			r.Fatalf("bpftrace: %v\n%s", err, stderr.Bytes())
 		}
-		f, err := os.Open(out)
+		b, err := os.ReadFile(out)
 		if err != nil {
 			r.Fatal(err)
 		}
-		defer f.Close()
-		ds, err := read.ParseNanoseconds(f)
-		if err != nil {
-			r.Fatal(err)
-		}
-		if len(ds) == 0 {
-			r.Fatalf("bpftrace saw no %s of %s", call, comm)
-		}
-		return ds
+		return bytes.NewReader(b)
 	}
 }

@@ -30,3 +30,37 @@ func ParseNanoseconds(r io.Reader) ([]time.Duration, error) {
 	slices.Sort(out)
 	return out, sc.Err()
 }
+
+// Span is one traced op: its start and end in the kernel's monotonic
+// nanoseconds.
+type Span struct{ Start, End int64 }
+
+// ParseSpans reads "tid start end" a line, as the capacity bench's
+// bpftrace script prints each of fio's appends, in the order printed. One
+// fio job makes its appends from one thread; spans from two are an error
+// (two jobs, or another process named fio, in one trace).
+func ParseSpans(r io.Reader) ([]Span, error) {
+	var out []Span
+	tid := ""
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("span: %q: want tid, start, end", sc.Text())
+		}
+		if tid != "" && f[0] != tid {
+			return nil, fmt.Errorf("span: %q: from thread %s after %s", sc.Text(), f[0], tid)
+		}
+		tid = f[0]
+		start, err1 := strconv.ParseInt(f[1], 10, 64)
+		end, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || end < start {
+			return nil, fmt.Errorf("span: %q: want a start and an end after it, in nanoseconds", sc.Text())
+		}
+		out = append(out, Span{start, end})
+	}
+	return out, sc.Err()
+}
