@@ -11,10 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -95,9 +92,9 @@ func plotMain(args []string, stdin io.Reader, stdout io.Writer) error {
 	if fl.NArg() > 1 {
 		return usageError{fmt.Errorf("one input file at most, got %d: %q", fl.NArg(), fl.Args())}
 	}
-	format, err := outputUsable(*out)
+	format, err := capacityjson.PlotFormat(*out)
 	if err != nil {
-		return usageError{err}
+		return usageError{fmt.Errorf("-o %w", err)}
 	}
 	name, in := "stdin", stdin
 	if fl.NArg() == 1 && fl.Arg(0) != "-" {
@@ -118,31 +115,6 @@ func plotMain(args []string, stdin io.Reader, stdout io.Writer) error {
 		return usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	return writeFile(*out, pic.Bytes())
-}
-
-// outputUsable refuses, before the input is read, an output path that
-// could not be written: an unknown format, a symlink, something other
-// than a regular file, a missing directory. It returns the format.
-func outputUsable(path string) (string, error) {
-	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
-	if format != "svg" && format != "png" {
-		return "", fmt.Errorf("-o %s: want a .svg or .png file", path)
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return "", fmt.Errorf("-o %s: is a symlink; not followed: name the file itself", path)
-	case err == nil && !fi.Mode().IsRegular():
-		return "", fmt.Errorf("-o %s: is not a regular file (%v)", path, fi.Mode().Type())
-	case err == nil:
-		return format, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("-o %s: %w", path, err)
-	}
-	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("-o %s: directory %s does not exist", path, filepath.Dir(path))
-	}
-	return format, nil
 }
 
 // readSweep reads at most maxInput bytes of one capacity sweep: a JSON
@@ -181,7 +153,7 @@ func readSweep(name string, in io.Reader) (*capacityjson.Result, error) {
 const maxValue = 1e9
 
 // writeFile writes the drawn picture to path, never through a symlink
-// (O_NOFOLLOW, as outputUsable checked); an existing file is replaced.
+// (O_NOFOLLOW, as capacityjson.PlotFormat checked); an existing file is replaced.
 func writeFile(path string, b []byte) error {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if errors.Is(err, unix.ELOOP) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/capacityjson"
 	"github.com/diskcanary/diskcanary/internal/config"
+	"github.com/diskcanary/diskcanary/internal/process"
 	"github.com/diskcanary/diskcanary/probes"
 )
 
@@ -41,6 +44,11 @@ func (f *checkFlags) capacityUsage(changed func(string) bool, bs int64) ([]float
 			if changed(flag) {
 				return nil, 0, fmt.Errorf("--%s does not apply to --pattern wal: it appends to a segment of its own", flag)
 			}
+		}
+	}
+	if f.plot != "" {
+		if _, err := capacityjson.PlotFormat(f.plot); err != nil {
+			return nil, 0, fmt.Errorf("--plot %w", err)
 		}
 	}
 	b, err := config.ParseByteSize(f.writeBudget)
@@ -131,13 +139,71 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir, d
 	} else {
 		f.printCapacity(out, res, j)
 	}
+	var plotErr error
+	if f.plot != "" && len(j.Steps) > 0 {
+		plotErr = drawPlot(f.plotter, f.plot, j)
+	}
 	switch j.Verdict {
 	case verdictFail:
+		if plotErr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "diskcanary check: %v\n", plotErr)
+		}
 		return stopped, &exitError{checkExitExceeded, errors.New("capacity: even the first step broke the bound")}
 	case verdictNotKnown:
+		if plotErr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "diskcanary check: %v\n", plotErr)
+		}
 		return stopped, &exitError{checkExitNotKnown, fmt.Errorf("could not measure capacity on %s: %s", dir, j.Reason)}
 	}
+	if plotErr != nil {
+		return stopped, &exitError{checkExitNotKnown, plotErr}
+	}
 	return stopped, nil
+}
+
+// plotterName is the binary that draws a capacity curve: the charting
+// library lives there, out of the daemon (TestDaemonDoesNotLinkThePlotLibrary).
+const plotterName = "diskcanary-plot"
+
+// findPlotter finds diskcanary-plot beside this binary (the release archive
+// and the image ship them together), or else in PATH; asked before the
+// sweep, so a sweep is never run for a picture that cannot be drawn.
+func findPlotter() (string, error) {
+	var beside string
+	if self, err := os.Executable(); err == nil {
+		beside = filepath.Join(filepath.Dir(self), plotterName)
+		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return beside, nil
+		}
+	}
+	p, err := process.LookPath(plotterName)
+	if err != nil {
+		return "", fmt.Errorf("--plot needs %s, found neither beside diskcanary (%s) nor in PATH (docs/cli.md#diskcanary-plot)", plotterName, beside)
+	}
+	return p, nil
+}
+
+// drawPlot hands the sweep's JSON to diskcanary-plot on its stdin, as a
+// pipe from --json would, and says why it could not draw. A picture of a
+// few steps takes well under a second; the timeout keeps a wedged plotter
+// from holding check's exit, and it runs on after a Ctrl-C that ended the
+// sweep, to draw the steps done.
+func drawPlot(plotter, path string, j capacityJSON) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	res := process.Run(context.Background(), plotter, process.Options{Name: plotterName, Timeout: 30 * time.Second,
+		MaxStdout: 64 << 10, MaxStderr: 64 << 10, Stdin: b}, "-o", path)
+	switch {
+	case res.Err != nil:
+		return fmt.Errorf("--plot %s: %w", path, res.Err)
+	case res.TimedOut:
+		return fmt.Errorf("--plot %s: %s took over 30s and was killed", path, plotter)
+	case res.Code != 0:
+		return fmt.Errorf("--plot %s: %s: exit status %d: %s", path, plotter, res.Code, res.Stderr)
+	}
+	return nil
 }
 
 // summarizeCapacity judges a sweep: 0 steps or an error is "could not

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,8 +30,9 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--rates", "100,2000000"}, `--rates "100,2000000": "2000000" is not an IOPS rate (a number over 0, at most 1000000)`},
 		{[]string{"--rates", "1k"}, `--rates "1k": "1k" is not an IOPS rate (a number over 0, at most 1000000)`},
 		{[]string{"--rates", strings.Repeat("1,", 100) + "1"}, "--rates: 101 steps; at most 100"},
-		// The curve is drawn by diskcanary-plot, outside the daemon binary.
-		{[]string{"--plot", filepath.Join(parent, "curve.svg")}, "unknown flag: --plot"},
+		{[]string{"--plot", filepath.Join(parent, "missing", "curve.svg")},
+			"--plot " + filepath.Join(parent, "missing", "curve.svg") + ": directory " + filepath.Join(parent, "missing") + " does not exist"},
+		{[]string{"--plot", filepath.Join(parent, "curve.txt")}, "--plot " + filepath.Join(parent, "curve.txt") + ": want a .svg or .png file"},
 		{[]string{"--jobs", "2"}, "--jobs applies to the etcd profiles (concurrent writers), not capacity (--pattern sets the ops outstanding)"},
 		{[]string{"--lat-log", filepath.Join(parent, "lat.csv")}, "--lat-log applies to the etcd and randread profiles, not capacity"},
 		{[]string{"--samples", "2000"}, "--samples does not apply to --profile capacity: each step takes at least 1000 ops and at least 1s"},
@@ -50,10 +52,10 @@ func TestCapacityUsageErrors(t *testing.T) {
 		require.EqualError(t, err, tc.err, "%q", tc.args)
 	}
 	// The capacity flags on another profile.
-	for _, args := range [][]string{{"--rates", "100,200"}, {"--pattern", "wal"}, {"--write-budget", "1g"}} {
+	for _, args := range [][]string{{"--rates", "100,200"}, {"--pattern", "wal"}, {"--write-budget", "1g"}, {"--plot", filepath.Join(parent, "curve.svg")}} {
 		_, code, err := runCLI(t, append([]string{"check", dir}, args...)...)
 		require.Equal(t, 64, code)
-		require.EqualError(t, err, "--rates, --pattern and --write-budget apply to --profile capacity")
+		require.EqualError(t, err, "--rates, --pattern, --write-budget and --plot apply to --profile capacity")
 	}
 	require.NoDirExists(t, dir)
 	entries, err := os.ReadDir(parent)
@@ -185,4 +187,58 @@ func TestCapacityWALText(t *testing.T) {
 	require.Contains(t, out, "\n         200 ")
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries)
+}
+
+// --plot draws the sweep through diskcanary-plot, found in PATH here (the
+// test binary has none beside it): the picture of the steps just run.
+// Without diskcanary-plot the sweep is not run at all (exit 2, nothing
+// created); a plotter that fails turns a pass into exit 2, the table
+// printed all the same.
+func TestCapacityPlot(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs the go tool to build diskcanary-plot")
+	}
+	bin := t.TempDir()
+	build := exec.Command(goTool, "build", "-o", filepath.Join(bin, "diskcanary-plot"), "github.com/diskcanary/diskcanary/cmd/diskcanary-plot")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	parent := t.TempDir()
+	dir, svg := filepath.Join(parent, "canary"), filepath.Join(parent, "curve.svg")
+	t.Setenv("PATH", t.TempDir())
+	self, err := os.Executable()
+	require.NoError(t, err)
+	_, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--plot", svg)
+	require.Equal(t, 2, code)
+	require.EqualError(t, err, "--plot needs diskcanary-plot, found neither beside diskcanary ("+
+		filepath.Join(filepath.Dir(self), "diskcanary-plot")+") nor in PATH (docs/cli.md#diskcanary-plot)")
+	entries, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no sweep without a plotter")
+
+	t.Setenv("PATH", bin)
+	text, code, err := runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,1500", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--quiet", "--plot", svg)
+	require.NoError(t, err, text)
+	require.Equal(t, 0, code)
+	b, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	pic := string(b)
+	require.True(t, strings.HasPrefix(pic, "<?xml"), "an SVG")
+	for _, want := range []string{">p50<", ">p99<", ">p99 bound 2s<", ">diskcanary capacity: " + dir + " (",
+		">achieved read IOPS (4096-byte O_DIRECT random reads, open loop)<"} {
+		require.Contains(t, pic, want)
+	}
+
+	// A plotter that cannot draw: the sweep's table stands, the exit is 2.
+	broken := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(broken, "diskcanary-plot"), []byte("#!/bin/sh\necho 'no room' >&2\nexit 1\n"), 0o755))
+	t.Setenv("PATH", broken)
+	text, code, err = runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--quiet", "--plot", svg)
+	require.Equal(t, 2, code)
+	require.EqualError(t, err, "--plot "+svg+": "+filepath.Join(broken, "diskcanary-plot")+": exit status 1: no room")
+	require.Contains(t, text, "PASS: 1 of 1 steps held")
+	require.NoDirExists(t, dir)
 }

@@ -42,6 +42,8 @@ type checkFlags struct {
 	rates       string
 	pattern     string
 	writeBudget string
+	plot        string
+	plotter     string // diskcanary-plot's path, found for --plot
 }
 
 // maxCheckJobs bounds --jobs: each job holds an OS thread and a P in raw
@@ -106,8 +108,10 @@ timed from then, so a queue shows in the latency), each step at least
 --max-p99 or whose achieved rate is under 90 % of the asked one, or
 before a step that could write past --write-budget, and reports the
 IOPS at the bound (the last step that held), the step that broke it and
-the curve. diskcanary-plot draws the curve from its --json output. Exit
-0 when a step held, 1 when even the first broke the bound. Given a block
+the curve. --plot FILE.svg (or .png) draws the curve there, through
+diskcanary-plot (beside diskcanary or in PATH), as it draws a saved
+--json output; a picture that could not be drawn makes a pass exit 2.
+Exit 0 when a step held, 1 when even the first broke the bound. Given a block
 device in place of DIR (as root), the randread pattern reads the whole
 device in place, read-only; the other patterns refuse one.
 
@@ -146,7 +150,7 @@ Exit status:
 		Example: `  diskcanary check /var/lib/etcd
   diskcanary check --profile all --json /mnt/newvolume
   diskcanary check --profile randread --block-size 4k --working-set 1G /mnt/newvolume
-  diskcanary check --profile capacity --json /mnt/newvolume | diskcanary-plot -o curve.svg
+  diskcanary check --profile capacity --plot curve.svg /mnt/newvolume
   diskcanary check --profile capacity --pattern wal /var/lib/etcd-canary
   diskcanary check --profile capacity /dev/disk/by-id/nvme-Example_SN123`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -181,6 +185,7 @@ Exit status:
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no status on stderr (by default a line rewritten in place on a terminal, one line every 10s elsewhere)")
 	fl.StringVar(&f.pattern, "pattern", probes.CapacityRandRead, "capacity profile: randread (4 KiB O_DIRECT random reads), randwrite (4 KiB O_DIRECT random writes into the working set) or wal (2300-byte appends + fdatasync, one writer)")
 	fl.StringVar(&f.rates, "rates", "", "capacity profile: the IOPS asked of each step, rising, e.g. 100,200,400 (default the R10 series 100,125,160,...,1000000)")
+	fl.StringVar(&f.plot, "plot", "", "capacity profile: draw the curve to FILE.svg or FILE.png (with diskcanary-plot)")
 	fl.StringVar(&f.writeBudget, "write-budget", config.ByteSize(defaultCapacityWriteBudget).Show(), "capacity profile, randwrite and wal: the most the steps may write; the sweep ends before a step that could pass it")
 	fl.BoolVar(&f.allowUnsafe, "allow-unsafe-fs", false, "judge a filesystem that does not tell the truth about the disk (tmpfs, overlayfs, FUSE, ZFS, NFS, no O_DIRECT) instead of exiting 2; the output says the verdict does not describe a disk")
 	return cmd
@@ -246,8 +251,8 @@ func (f *checkFlags) usage() (profiles []string, ws, minFree config.ByteSize, bs
 	default:
 		return nil, 0, 0, 0, fmt.Errorf("--profile %q: want etcd, fio-etcd, randread, all or capacity", f.profile)
 	}
-	if f.profile != probes.ProfileCapacity && (f.rates != "" || f.pattern != probes.CapacityRandRead || f.writeBudget != config.ByteSize(defaultCapacityWriteBudget).Show()) {
-		return nil, 0, 0, 0, fmt.Errorf("--rates, --pattern and --write-budget apply to --profile capacity")
+	if f.profile != probes.ProfileCapacity && (f.rates != "" || f.pattern != probes.CapacityRandRead || f.writeBudget != config.ByteSize(defaultCapacityWriteBudget).Show() || f.plot != "") {
+		return nil, 0, 0, 0, fmt.Errorf("--rates, --pattern, --write-budget and --plot apply to --profile capacity")
 	}
 	if f.gap < 0 {
 		return nil, 0, 0, 0, fmt.Errorf("--gap %v: must not be negative", f.gap)
@@ -293,6 +298,11 @@ func (f *checkFlags) run(cmd *cobra.Command, dir string) error {
 	if f.profile == probes.ProfileCapacity {
 		if rates, budget, err = f.capacityUsage(cmd.Flags().Changed, blockSize); err != nil {
 			return &exitError{exitUsage, err}
+		}
+		if f.plot != "" {
+			if f.plotter, err = findPlotter(); err != nil {
+				return &exitError{checkExitNotKnown, err}
+			}
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -4,6 +4,15 @@
 // probes, so the daemon does not carry the charting library.
 package capacityjson
 
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
 // Profile is the value of "profile" in a capacity sweep.
 const Profile = "capacity"
 
@@ -75,4 +84,31 @@ func (r *Result) Knee() int {
 		}
 	}
 	return len(r.Steps) - 1
+}
+
+// PlotFormat refuses a picture's path that could not be written (an
+// unknown format, a symlink, something other than a regular file, a
+// missing directory) and returns its format, "svg" or "png". Both binaries
+// ask it before anything is read or measured, so a sweep is never run for a
+// picture that cannot be drawn.
+func PlotFormat(path string) (string, error) {
+	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	if format != "svg" && format != "png" {
+		return "", fmt.Errorf("%s: want a .svg or .png file", path)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return "", fmt.Errorf("%s: is a symlink; not followed: name the file itself", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return "", fmt.Errorf("%s: is not a regular file (%v)", path, fi.Mode().Type())
+	case err == nil:
+		return format, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s: directory %s does not exist", path, filepath.Dir(path))
+	}
+	return format, nil
 }

@@ -47,7 +47,7 @@ func TestRealSmartctl(t *testing.T) {
 
 	// --scan-open is accepted too, and an empty host scans to no devices, not an error.
 	out := r.exec(context.Background(), "--scan-open", "--json")
-	require.NoError(t, out.err)
-	_, err = ParseScan(out.stdout)
+	require.NoError(t, out.Err)
+	_, err = ParseScan(out.Stdout)
 	require.NoError(t, err)
 }

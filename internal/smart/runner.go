@@ -15,6 +15,7 @@ import (
 
 	"github.com/diskcanary/diskcanary/internal/config"
 	"github.com/diskcanary/diskcanary/internal/hostpath"
+	"github.com/diskcanary/diskcanary/internal/process"
 )
 
 // RunnerConfig is what the smartctl runner needs; collector/smart.go fills
@@ -286,7 +287,7 @@ func (r *Runner) lookup(now time.Time) bool {
 	}
 	first := r.lastLookup.IsZero()
 	r.lastLookup = now
-	p, err := lookPath(r.cfg.Smartctl)
+	p, err := process.LookPath(r.cfg.Smartctl)
 	if err != nil {
 		r.pathErr = err
 		if first {
@@ -303,18 +304,18 @@ func (r *Runner) lookup(now time.Time) bool {
 
 func (r *Runner) scan(ctx context.Context) {
 	out := r.exec(ctx, "--scan-open", "--json")
-	if out.reaped != nil {
+	if out.Reaped != nil {
 		// Never two scans at once, even when one is stuck in the kernel.
-		<-out.reaped
+		<-out.Reaped
 	}
 	now := time.Now()
 	var devices []Device
-	err := out.err
+	err := out.Err
 	switch {
-	case out.timedOut:
+	case out.TimedOut:
 		err = fmt.Errorf("timed out after %s and was killed", r.cfg.Timeout)
 	case err == nil:
-		devices, err = ParseScan(out.stdout)
+		devices, err = ParseScan(out.Stdout)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -405,7 +406,7 @@ func (r *Runner) collect(ctx context.Context, d *tracked) {
 
 	r.mu.Lock()
 	r.record(d, out, now)
-	if out.reaped == nil {
+	if out.Reaped == nil {
 		d.running = false
 		r.mu.Unlock()
 		return
@@ -415,7 +416,7 @@ func (r *Runner) collect(ctx context.Context, d *tracked) {
 	// disk): its concurrency slot is free again, but the device gets no
 	// second run until the kernel lets go of the first.
 	r.log.Warn("smartctl still not reaped after SIGKILL; the device stays quarantined until it is", "device", d.state.Device.Name)
-	<-out.reaped
+	<-out.Reaped
 	r.mu.Lock()
 	d.running = false
 	r.mu.Unlock()
@@ -440,7 +441,7 @@ func (r *Runner) args(d *tracked) []string {
 }
 
 // record folds one run into the device state. Caller holds r.mu.
-func (r *Runner) record(d *tracked, out execResult, now time.Time) {
+func (r *Runner) record(d *tracked, out process.Result, now time.Time) {
 	st := &d.state
 	st.Generation++
 	prevErrs := strings.Join(st.Errors, "; ")
@@ -453,7 +454,7 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 	st.Errors = nil
 	st.MissingCapability = ""
 	st.Standby = false
-	if out.timedOut {
+	if out.TimedOut {
 		st.Timeouts++
 		st.Success = false
 		st.ExitStatus = -1
@@ -468,29 +469,29 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 	d.hangs = 0
 	st.Quarantined = false
 	d.nextRun = now.Add(r.cfg.Interval)
-	if out.err != nil {
+	if out.Err != nil {
 		st.Success = false
 		st.ExitStatus = -1
-		st.Errors = append(st.Errors, out.err.Error())
+		st.Errors = append(st.Errors, out.Err.Error())
 		return
 	}
-	res, err := Parse(out.stdout)
+	res, err := Parse(out.Stdout)
 	if err != nil {
 		st.Success = false
-		st.ExitStatus = ExitStatus(out.code & 0xff)
-		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.state.Device.Name, out.code, err)
-		if out.stderr != "" {
-			msg += ": " + out.stderr
+		st.ExitStatus = ExitStatus(out.Code & 0xff)
+		msg := fmt.Sprintf("smartctl %s: exit status %d, output unreadable: %v", d.state.Device.Name, out.Code, err)
+		if out.Stderr != "" {
+			msg += ": " + out.Stderr
 		}
 		st.Errors = append(st.Errors, msg)
-		if ExitStatus(out.code).NoData() {
-			r.explainPermission(st, d.state.Device.Protocol, out.stderr)
+		if ExitStatus(out.Code).NoData() {
+			r.explainPermission(st, d.state.Device.Protocol, out.Stderr)
 		}
 		return
 	}
 	// The process's exit code is authoritative; the JSON copy of it can be
 	// missing from old smartctl versions.
-	res.ExitStatus = ExitStatus(out.code & 0xff)
+	res.ExitStatus = ExitStatus(out.Code & 0xff)
 	st.ExitStatus = res.ExitStatus
 	st.Errors = append(st.Errors, res.Errors...)
 	switch {
@@ -505,7 +506,7 @@ func (r *Runner) record(d *tracked, out execResult, now time.Time) {
 		if protocol == "" {
 			protocol = d.state.Device.Protocol
 		}
-		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.stderr)
+		r.explainPermission(st, protocol, strings.Join(res.Errors, "; ")+" "+out.Stderr)
 	default:
 		// The first read of an ATA disk went without --capabilities (see
 		// args), so without the self-test execution status: a test that
@@ -573,10 +574,10 @@ func (r *Runner) CollectOnce(ctx context.Context, devices []Device) (Status, err
 	}
 	if len(devices) == 0 && len(r.cfg.Devices) == 0 {
 		out := r.exec(ctx, "--scan-open", "--json")
-		if out.err != nil {
-			return Status{}, fmt.Errorf("smartctl --scan-open: %w", out.err)
+		if out.Err != nil {
+			return Status{}, fmt.Errorf("smartctl --scan-open: %w", out.Err)
 		}
-		scanned, err := ParseScan(out.stdout)
+		scanned, err := ParseScan(out.Stdout)
 		if err != nil {
 			return Status{}, err
 		}
@@ -614,7 +615,7 @@ func (r *Runner) CollectOnce(ctx context.Context, devices []Device) (Status, err
 }
 
 // exec runs smartctl (process.go) with the configured timeout.
-func (r *Runner) exec(ctx context.Context, args ...string) execResult {
+func (r *Runner) exec(ctx context.Context, args ...string) process.Result {
 	r.mu.Lock()
 	path := r.path
 	r.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/diskcanary/diskcanary/internal/process"
 )
 
 // SelfTestConfig schedules SMART self-tests (config.SelfTests explains the
@@ -228,20 +230,20 @@ func (r *Runner) startSelfTest(ctx context.Context, d *tracked, kind int, wake b
 
 	r.mu.Lock()
 	r.recordStart(d, kind, out, now)
-	if out.reaped == nil {
+	if out.Reaped == nil {
 		d.running = false
 		r.mu.Unlock()
 		return
 	}
 	r.mu.Unlock()
-	<-out.reaped
+	<-out.Reaped
 	r.mu.Lock()
 	d.running = false
 	r.mu.Unlock()
 }
 
 // recordStart folds a start's outcome into d. Caller holds r.mu.
-func (r *Runner) recordStart(d *tracked, kind int, out execResult, now time.Time) {
+func (r *Runner) recordStart(d *tracked, kind int, out process.Result, now time.Time) {
 	st := &d.st
 	d.state.Generation++
 	fail := func(why string) {
@@ -251,15 +253,15 @@ func (r *Runner) recordStart(d *tracked, kind int, out execResult, now time.Time
 		r.log.Warn("smart: self-test not started; next try in the next window", "device", d.state.Device.Name, "type", SelfTestKinds[kind], "err", why)
 	}
 	switch {
-	case out.timedOut:
+	case out.TimedOut:
 		fail(fmt.Sprintf("smartctl timed out after %s and was killed", r.cfg.Timeout))
 		return
-	case out.err != nil:
-		fail(out.err.Error())
+	case out.Err != nil:
+		fail(out.Err.Error())
 		return
 	}
-	code := ExitStatus(out.code & 0xff)
-	if res, err := Parse(out.stdout); err == nil && res.Standby() {
+	code := ExitStatus(out.Code & 0xff)
+	if res, err := Parse(out.Stdout); err == nil && res.Standby() {
 		// Asleep since the last read: a skip like any other.
 		st.active = -1
 		st.standbySkips++
@@ -271,10 +273,10 @@ func (r *Runner) recordStart(d *tracked, kind int, out execResult, now time.Time
 	// others are health findings, which a start does not look for.
 	if code&0x7 != 0 {
 		why := fmt.Sprintf("smartctl exit status %d", code)
-		if res, err := Parse(out.stdout); err == nil && len(res.Errors) > 0 {
+		if res, err := Parse(out.Stdout); err == nil && len(res.Errors) > 0 {
 			why += ": " + res.Errors[0]
-		} else if out.stderr != "" {
-			why += ": " + out.stderr
+		} else if out.Stderr != "" {
+			why += ": " + out.Stderr
 		}
 		fail(why)
 		return
