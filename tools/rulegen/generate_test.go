@@ -3,14 +3,20 @@ package rulegen
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/diskcanary/diskcanary/internal/testkit"
 )
@@ -132,11 +138,12 @@ func TestEveryAlertHasFiringAndSilentCases(t *testing.T) {
 	t.Logf("%d alerts: %s", len(names), strings.Join(names, " "))
 }
 
-// TestPromtool runs `promtool check rules` and `promtool test rules` on the
-// committed files. promtool tests one file after another on one core, and
-// the weeks of self-drift history are the longest, so each file is its
-// own parallel subtest: the package's wall time is then the slowest file,
-// not the sum.
+// TestPromtool runs `promtool check rules` on the committed rule file and
+// `promtool test rules` on each committed unit test file, each its own
+// parallel subtest. Each test file runs against the committed rules cut to
+// what it reads (onlyWhatItTests): promtool evaluates every rule at every
+// step of every case, and the weeks of self-drift history spent minutes on
+// rules no case of theirs reads.
 func TestPromtool(t *testing.T) {
 	testkit.E2E(t) // minutes of promtool on 2 cores: the end-to-end set
 	promtool, err := exec.LookPath("promtool")
@@ -149,6 +156,8 @@ func TestPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v", err)
 	}
+	var rules RuleFile
+	readYAML(t, filepath.Join(root, RulesPath), &rules)
 	tests, _ := filepath.Glob(filepath.Join(root, unitTestsDir, "*.yml"))
 	if len(tests) == 0 {
 		t.Fatalf("no %s/*.yml", unitTestsDir)
@@ -156,14 +165,191 @@ func TestPromtool(t *testing.T) {
 	for _, file := range tests {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
+			var tf unitTestFile
+			readYAML(t, file, &tf)
+			if want := []string{path.Join("..", path.Base(RulesPath))}; !slices.Equal(tf.RuleFiles, want) {
+				t.Fatalf("rule_files %q; want %q", tf.RuleFiles, want)
+			}
+			cut, err := onlyWhatItTests(rules, tf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			writeYAML(t, filepath.Join(dir, RulesPath), cut)
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Join(dir, unitTestsDir, filepath.Base(file))
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			cmd := exec.Command(promtool, "test", "rules", filepath.Base(file))
-			cmd.Dir = filepath.Dir(file)
+			cmd.Dir = filepath.Dir(name)
 			out, err := cmd.CombinedOutput()
-			t.Logf("promtool test rules:\n%s", out)
+			t.Logf("promtool test rules (%d of the rules):\n%s", countRules(cut), out)
 			if err != nil {
 				t.Fatalf("promtool test rules: %v", err)
 			}
 		})
+	}
+}
+
+// onlyWhatItTests cuts rf to what the unit tests of f read: the alerts they
+// test, the recording rules their expressions and those alerts read, and
+// the recording rules those read in turn (in expressions, and by name in
+// templates), each in its group and in its place. A rule's result depends
+// only on the series it reads, all of which are kept, so the cut cannot
+// change what a case sees.
+func onlyWhatItTests(rf RuleFile, f unitTestFile) (RuleFile, error) {
+	need := map[string]bool{}
+	p := parser.NewParser(parser.Options{})
+	read := func(expr string) error {
+		e, err := p.ParseExpr(expr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", expr, err)
+		}
+		for _, s := range selectors(e) {
+			need[s.name] = true
+		}
+		return nil
+	}
+	for _, c := range f.Tests {
+		for _, a := range c.AlertRuleTests {
+			need[a.Alertname] = true
+		}
+		for _, x := range c.ExprTests {
+			if err := read(x.Expr); err != nil {
+				return RuleFile{}, err
+			}
+		}
+	}
+	var recorded []string
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				recorded = append(recorded, r.Record)
+			}
+		}
+	}
+	// The closure: each pass adds what the rules needed so far read (a
+	// name may be recorded by several rules: a verdict, one a cause).
+	done := map[*Rule]bool{}
+	for added := true; added; {
+		added = false
+		for gi := range rf.Groups {
+			for ri := range rf.Groups[gi].Rules {
+				r := &rf.Groups[gi].Rules[ri]
+				if !need[r.Record+r.Alert] || done[r] {
+					continue
+				}
+				done[r] = true
+				if err := read(r.Expr); err != nil {
+					return RuleFile{}, err
+				}
+				// Templates query recording rules too (the attribution
+				// in a description): any recorded name they spell.
+				for _, text := range slices.Concat(slices.Collect(maps.Values(r.Annotations)), slices.Collect(maps.Values(r.Labels))) {
+					for _, name := range recorded {
+						if strings.Contains(text, name) {
+							need[name] = true
+						}
+					}
+				}
+				added = true
+			}
+		}
+	}
+	var out RuleFile
+	for _, g := range rf.Groups {
+		kept := Group{Name: g.Name, Interval: g.Interval}
+		for _, r := range g.Rules {
+			if need[r.Record+r.Alert] {
+				kept.Rules = append(kept.Rules, r)
+			}
+		}
+		if len(kept.Rules) > 0 {
+			out.Groups = append(out.Groups, kept)
+		}
+	}
+	return out, nil
+}
+
+// The cut keeps a tested alert, what its expression reads through every
+// rule recording that name, and what its description queries; the rest
+// goes, groups left empty too, and the order stays.
+func TestOnlyWhatItTests(t *testing.T) {
+	rf := RuleFile{Groups: []Group{
+		{Name: "rec", Interval: "1m", Rules: []Rule{
+			{Record: "a:x", Expr: "sum(rate(m_total[5m]))"},
+			{Record: "a:unread", Expr: "sum(other)"},
+			{Record: "a:x", Expr: "sum(a:base)"},
+			{Record: "a:base", Expr: "max(n)"},
+			{Record: "a:why", Expr: "max(why_info)"},
+		}},
+		{Name: "unrelated", Rules: []Rule{{Alert: "Other", Expr: "a:unread > 1"}}},
+		{Name: "alerts", Rules: []Rule{
+			{Alert: "Tested", Expr: "a:x > 1", Annotations: map[string]string{"description": `{{ with query "a:why" }}{{ . }}{{ end }}`}},
+			{Alert: "Untested", Expr: "up == 0"},
+		}},
+	}}
+	cut, err := onlyWhatItTests(rf, unitTestFile{Tests: []unitTest{{AlertRuleTests: []alertTest{{Alertname: "Tested"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range cut.Groups {
+		for _, r := range g.Rules {
+			got = append(got, g.Name+"/"+r.Record+r.Alert)
+		}
+	}
+	if want := []string{"rec/a:x", "rec/a:x", "rec/a:base", "rec/a:why", "alerts/Tested"}; !slices.Equal(got, want) || cut.Groups[0].Interval != "1m" {
+		t.Errorf("cut to %q (interval %q); want %q (1m)", got, cut.Groups[0].Interval, want)
+	}
+
+	cut, err = onlyWhatItTests(rf, unitTestFile{Tests: []unitTest{{ExprTests: []exprTest{{Expr: "a:unread"}}}}})
+	if err != nil || countRules(cut) != 1 {
+		t.Errorf("an expression test of a:unread: %d rules, %v; want 1", countRules(cut), err)
+	}
+	_, err = onlyWhatItTests(rf, unitTestFile{Tests: []unitTest{{ExprTests: []exprTest{{Expr: "sum("}}}}})
+	if err == nil || !strings.HasPrefix(err.Error(), "sum(: ") {
+		t.Errorf("an expression that does not parse: %v", err)
+	}
+}
+
+func countRules(rf RuleFile) int {
+	n := 0
+	for _, g := range rf.Groups {
+		n += len(g.Rules)
+	}
+	return n
+}
+
+func readYAML(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+func writeYAML(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := marshalYAML(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
