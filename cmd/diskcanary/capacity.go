@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,23 +80,23 @@ func (f *checkFlags) capacityRates(changed func(string) bool) ([]float64, error)
 	if changed("gap") {
 		return nil, fmt.Errorf("--gap does not apply to --profile capacity: the ops come at the step's rate")
 	}
-	rates := probes.DefaultCapacityRates
-	if f.rates != "" {
-		fields := strings.Split(f.rates, ",")
-		if len(fields) > config.MaxCapacitySteps {
-			return nil, fmt.Errorf("--rates: %d steps; at most %d", len(fields), config.MaxCapacitySteps)
+	if f.rates == "" {
+		return probes.DefaultCapacityRates, nil
+	}
+	fields := strings.Split(f.rates, ",")
+	if len(fields) > config.MaxCapacitySteps { // said before the list is parsed, and not echoed
+		return nil, fmt.Errorf("--rates: %d steps; at most %d", len(fields), config.MaxCapacitySteps)
+	}
+	var rates []float64
+	for _, s := range fields {
+		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return nil, fmt.Errorf("--rates %q: %q is not an IOPS rate (a number over 0, at most %d)", f.rates, s, probes.MaxCapacityRate)
 		}
-		rates = make([]float64, 0, len(fields))
-		for _, s := range fields {
-			r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil || math.IsNaN(r) || r <= 0 || r > probes.MaxCapacityRate {
-				return nil, fmt.Errorf("--rates %q: %q is not an IOPS rate (a number over 0, at most %d)", f.rates, s, probes.MaxCapacityRate)
-			}
-			if n := len(rates); n > 0 && r <= rates[n-1] {
-				return nil, fmt.Errorf("--rates %q: the rates must rise, and %v follows %v", f.rates, r, rates[n-1])
-			}
-			rates = append(rates, r)
-		}
+		rates = append(rates, r)
+	}
+	if err := config.CheckCapacityRates(rates); err != nil {
+		return nil, fmt.Errorf("--rates %q: %w", f.rates, err)
 	}
 	return rates, nil
 }

@@ -441,10 +441,8 @@ func ParseByteSize(s string) (ByteSize, error) {
 	return ByteSize(v), nil
 }
 
-// capacityRates is the rates key: a list, so a row of its own. Each rate
-// is an IOPS over 0 and at most MaxCapacityRate, and each step asks more
-// than the one before: the sweep stops at the first step that breaks the
-// bound, which only means a knee if the load rises.
+// capacityRates is the rates key: a list, so a row of its own, held to
+// CheckCapacityRates.
 var capacityRates = key[Probe]{
 	name: "rates",
 	read: func(n *yaml.Node) error {
@@ -467,22 +465,33 @@ var capacityRates = key[Probe]{
 		if n != nil {
 			line = n.Line
 		}
-		rates := p.Rates
-		switch {
-		case len(rates) == 0:
-			return line, "an empty list; leave the key out for the default rates"
-		case len(rates) > MaxCapacitySteps:
-			return line, fmt.Sprintf("%d steps; at most %d", len(rates), MaxCapacitySteps)
-		}
-		for i, r := range rates {
-			show := strconv.FormatFloat(r, 'g', -1, 64)
-			if !(r > 0 && r <= MaxCapacityRate) {
-				return line, fmt.Sprintf("%s is not an IOPS rate (a number over 0, at most %d)", show, MaxCapacityRate)
-			}
-			if i > 0 && r <= rates[i-1] {
-				return line, fmt.Sprintf("the rates must rise, and %s follows %s", show, strconv.FormatFloat(rates[i-1], 'g', -1, 64))
-			}
+		if err := CheckCapacityRates(p.Rates); err != nil {
+			return line, err.Error()
 		}
 		return 0, ""
 	},
+}
+
+// CheckCapacityRates holds a sweep's rates to what a sweep can use: each
+// an IOPS over 0 and at most MaxCapacityRate, at most MaxCapacitySteps of
+// them, each asking more than the one before: the sweep stops at the first
+// step that breaks the bound, which only means a knee if the load rises.
+// The config's rates key and check's --rates both ask it.
+func CheckCapacityRates(rates []float64) error {
+	switch {
+	case len(rates) == 0:
+		return errors.New("an empty list; leave the key out for the default rates")
+	case len(rates) > MaxCapacitySteps:
+		return fmt.Errorf("%d steps; at most %d", len(rates), MaxCapacitySteps)
+	}
+	for i, r := range rates {
+		show := strconv.FormatFloat(r, 'f', -1, 64)
+		if !(r > 0 && r <= MaxCapacityRate) {
+			return fmt.Errorf("%s is not an IOPS rate (a number over 0, at most %d)", show, MaxCapacityRate)
+		}
+		if i > 0 && r <= rates[i-1] {
+			return fmt.Errorf("the rates must rise, and %s follows %s", show, strconv.FormatFloat(rates[i-1], 'f', -1, 64))
+		}
+	}
+	return nil
 }

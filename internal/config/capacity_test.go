@@ -45,7 +45,7 @@ func TestCapacityProbeRefusals(t *testing.T) {
 		"      max_p99: -1ms\n":                         `line 6: probe "cap": probes.targets[0].max_p99: -1ms is below the minimum of 10µs`,
 		"      rates: [100, 100]\n":                     `line 6: probe "cap": probes.targets[0].rates: the rates must rise, and 100 follows 100`,
 		"      rates: [0, 100]\n":                       `line 6: probe "cap": probes.targets[0].rates: 0 is not an IOPS rate (a number over 0, at most 1000000)`,
-		"      rates: [100, 2e6]\n":                     `line 6: probe "cap": probes.targets[0].rates: 2e+06 is not an IOPS rate (a number over 0, at most 1000000)`,
+		"      rates: [100, 2e6]\n":                     `line 6: probe "cap": probes.targets[0].rates: 2000000 is not an IOPS rate (a number over 0, at most 1000000)`,
 		"      rates: []\n":                             `line 6: probe "cap": probes.targets[0].rates: an empty list; leave the key out for the default rates`,
 		"      rates: 100\n":                            `line 6: probes.targets[0].rates: want a list of IOPS rates, e.g. [400, 500, 630]`,
 		"      rates: [100, lots]\n":                    `line 6: probes.targets[0].rates: "lots" is not a number`,
