@@ -190,8 +190,8 @@ func TestCapacityWALText(t *testing.T) {
 }
 
 // --plot draws the sweep through diskcanary-plot, found in PATH here (the
-// test binary has none beside it): the picture of the steps just run.
-// Without diskcanary-plot the sweep is not run at all (exit 2, nothing
+// test binary has none beside it): the picture of the steps just run, or
+// of those done when --timeout stopped it. Without diskcanary-plot the sweep is not run at all (exit 2, nothing
 // created); a plotter that fails turns a pass into exit 2, the table
 // printed all the same.
 func TestCapacityPlot(t *testing.T) {
@@ -230,6 +230,19 @@ func TestCapacityPlot(t *testing.T) {
 		">achieved read IOPS (4096-byte O_DIRECT random reads, open loop)<"} {
 		require.Contains(t, pic, want)
 	}
+
+	// A sweep stopped by --timeout is drawn with the step it finished.
+	require.NoError(t, os.Remove(svg))
+	_, code, _ = runCLI(t, "check", dir, "--profile", "capacity", "--rates", "1000,1100", "--max-p99", "2s",
+		"--working-set", "1m", "--min-free", "0", "--quiet", "--timeout", "1600ms", "--plot", svg)
+	require.Equal(t, 2, code)
+	b, err = os.ReadFile(svg)
+	require.NoError(t, err)
+	require.Regexp(t, `>  knee: (9[0-9][0-9]|1000) IOPS<`, string(b), "the 1,000 step held")
+	entries, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the working set removed (the directory is kept after a stop)")
+	require.NoError(t, os.Remove(dir))
 
 	// A plotter that cannot draw: the sweep's table stands, the exit is 2.
 	broken := t.TempDir()
