@@ -63,10 +63,11 @@ const capacityWorkingSet = "256MiB"
 // list (one fio run a step, as many ops as check's step), its IOPS at the
 // bound taken by check's own rule (kneeAt; fio's appends timed from their
 // due times as check's are, its reads with the lateness their p99 leaves
-// out), run twice a round so its A/A spread is known. fio's latency_target search (reads only: the WAL has
-// one writer, no depth to search) is printed beside it as a second,
-// closed-loop reference. Verdict: check's IOPS at the bound within ±10 %
-// of fio's rate steps'; the per-step p99 ratios are printed.
+// out), run twice a round so its A/A spread is known. fio's latency_target
+// search (reads only: the WAL has one writer, no depth to search) is
+// printed beside it as a second, closed-loop reference. Verdict: check's
+// IOPS at the bound within ±10 % of fio's rate steps'; the per-step p99
+// ratios are printed.
 func capacityVsFIO(r *run, p params) bool {
 	r.need("fio")
 	t := r.capacityTargetOf(p)
@@ -85,10 +86,10 @@ func capacityVsFIO(r *run, p params) bool {
 	atBound := map[string][]float64{}
 	var depths []float64 // latency_target's
 	// "check service" is check's syscalls alone, without the wait from
-	// an op's due time: what fio's p99 times too.
-	// "fio service" is the same of fio's appends, "fio fdatasync" the
-	// p99 fio reports for them (the fdatasync alone, from its submission);
-	// "fio late" is the lateness fio's reads imply (lateBy).
+	// an op's due time (what fio's p99 of its reads times too); "fio
+	// service" is the same of fio's appends, "fio fdatasync" the p99 fio
+	// reports for them (the fdatasync alone, from its submission); "fio
+	// late" is the lateness fio's reads imply (lateBy).
 	p99s := map[string]map[int][]float64{"check": {}, "check service": {}, "fio": {}, "fio again": {},
 		"fio late": {}, "fio service": {}, "fio fdatasync": {}}
 	for i := range p.Rounds {
