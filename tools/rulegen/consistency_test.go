@@ -433,13 +433,13 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-// writeRules writes the rule file p generates into a temporary directory,
-// for an end-to-end test's Prometheus, and returns its path.
 // everyGroupAtGlobal puts every group of p at the global evaluation
 // interval: the end-to-end tests' second or two, where the shipped
 // groups' minutes would outlast the test.
 func everyGroupAtGlobal(p *Params) { p.Interval15m, p.Interval1h, p.Interval = 0, 0, 0 }
 
+// writeRules writes the rule file p generates into a temporary directory,
+// for an end-to-end test's Prometheus, and returns its path.
 func writeRules(t *testing.T, p Params) string {
 	t.Helper()
 	rules, err := marshalYAML(Rules(p))

@@ -166,7 +166,7 @@ func TestPromtool(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
 			var tf unitTestFile
-			readYAML(t, file, &tf)
+			b := readYAML(t, file, &tf)
 			if want := []string{path.Join("..", path.Base(RulesPath))}; !slices.Equal(tf.RuleFiles, want) {
 				t.Fatalf("rule_files %q; want %q", tf.RuleFiles, want)
 			}
@@ -174,9 +174,10 @@ func TestPromtool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The committed test file as it is, beside the cut rules where
+			// its rule_files points.
 			dir := t.TempDir()
-			writeYAML(t, filepath.Join(dir, RulesPath), cut)
-			b, err := os.ReadFile(file)
+			cutRules, err := marshalYAML(cut)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,9 +185,8 @@ func TestPromtool(t *testing.T) {
 			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(name, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, filepath.Join(dir, RulesPath), string(cutRules))
+			writeFile(t, name, string(b))
 			cmd := exec.Command(promtool, "test", "rules", filepath.Base(file))
 			cmd.Dir = filepath.Dir(name)
 			out, err := cmd.CombinedOutput()
@@ -328,7 +328,8 @@ func countRules(rf RuleFile) int {
 	return n
 }
 
-func readYAML(t *testing.T, name string, v any) {
+// readYAML decodes the YAML file name into v and returns its bytes.
+func readYAML(t *testing.T, name string, v any) []byte {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -337,20 +338,7 @@ func readYAML(t *testing.T, name string, v any) {
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-}
-
-func writeYAML(t *testing.T, name string, v any) {
-	t.Helper()
-	b, err := marshalYAML(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return b
 }
 
 // TestPromtoolCatchesWrongThresholds: the unit tests pin the thresholds.
