@@ -138,24 +138,21 @@ func (f *checkFlags) runCapacity(ctx context.Context, cmd *cobra.Command, dir, d
 	} else {
 		f.printCapacity(out, res, j)
 	}
-	var plotErr error
 	if f.plot != "" && len(j.Steps) > 0 {
-		plotErr = drawPlot(f.plotter, f.plot, j)
+		// A picture that could not be drawn fails a pass; a FAIL or a
+		// could-not-measure keeps its own exit, the reason said beside it.
+		if err := drawPlot(f.plotter, f.plot, j); err != nil {
+			if j.Verdict == verdictPass {
+				return stopped, &exitError{checkExitNotKnown, err}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "diskcanary check: %v\n", err)
+		}
 	}
 	switch j.Verdict {
 	case verdictFail:
-		if plotErr != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "diskcanary check: %v\n", plotErr)
-		}
 		return stopped, &exitError{checkExitExceeded, errors.New("capacity: even the first step broke the bound")}
 	case verdictNotKnown:
-		if plotErr != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "diskcanary check: %v\n", plotErr)
-		}
 		return stopped, &exitError{checkExitNotKnown, fmt.Errorf("could not measure capacity on %s: %s", dir, j.Reason)}
-	}
-	if plotErr != nil {
-		return stopped, &exitError{checkExitNotKnown, plotErr}
 	}
 	return stopped, nil
 }
@@ -171,8 +168,8 @@ func findPlotter() (string, error) {
 	var beside string
 	if self, err := os.Executable(); err == nil {
 		beside = filepath.Join(filepath.Dir(self), plotterName)
-		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return beside, nil
+		if p, err := process.LookPath(beside); err == nil {
+			return p, nil
 		}
 	}
 	p, err := process.LookPath(plotterName)
@@ -182,23 +179,25 @@ func findPlotter() (string, error) {
 	return p, nil
 }
 
+// plotTimeout bounds diskcanary-plot's run: a picture of a few steps takes
+// well under a second, and a wedged plotter must not hold check's exit.
+const plotTimeout = 30 * time.Second
+
 // drawPlot hands the sweep's JSON to diskcanary-plot on its stdin, as a
-// pipe from --json would, and says why it could not draw. A picture of a
-// few steps takes well under a second; the timeout keeps a wedged plotter
-// from holding check's exit, and it runs on after a Ctrl-C that ended the
-// sweep, to draw the steps done.
+// pipe from --json would, and says why it could not draw. It runs on after
+// a Ctrl-C that ended the sweep, to draw the steps done.
 func drawPlot(plotter, path string, j capacityJSON) error {
 	b, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
-	res := process.Run(context.Background(), plotter, process.Options{Name: plotterName, Timeout: 30 * time.Second,
+	res := process.Run(context.Background(), plotter, process.Options{Name: plotterName, Timeout: plotTimeout,
 		MaxStdout: 64 << 10, MaxStderr: 64 << 10, Stdin: b}, "-o", path)
 	switch {
 	case res.Err != nil:
 		return fmt.Errorf("--plot %s: %w", path, res.Err)
 	case res.TimedOut:
-		return fmt.Errorf("--plot %s: %s took over 30s and was killed", path, plotter)
+		return fmt.Errorf("--plot %s: %s took over %v and was killed", path, plotter, plotTimeout)
 	case res.Code != 0:
 		return fmt.Errorf("--plot %s: %s: exit status %d: %s", path, plotter, res.Code, res.Stderr)
 	}
