@@ -299,14 +299,12 @@ func (t capacityTarget) figures(r *run, j read.FIOJob) fioResult {
 }
 
 // fioStep is one fio --rate_iops step: its rate asked and achieved, its
-// p99, and for the WAL its appends' own p99 (service) and fio's fdatasync
-// p99 as fio reports it (own).
+// p99; for reads the lateness their rate implies (late), for the WAL its
+// appends' own p99 (service) and fio's fdatasync p99 as fio reports it
+// (own).
 type fioStep struct {
-	asked, iops  float64
-	ops          int
-	p99          time.Duration
-	late         time.Duration
-	service, own time.Duration
+	asked, iops             float64
+	p99, late, service, own time.Duration
 }
 
 // lateBy is how late, by fio's own schedule (op k due at k/rate, as
@@ -365,7 +363,7 @@ func (r *run) fioSweep(t capacityTarget, rates []int) []fioStep {
 		if t.pattern != "wal" {
 			args := append(t.fioArgs(probes.DefaultCapacityConcurrency), "--rate_iops="+strconv.Itoa(rate), "--number_ios="+strconv.Itoa(ops))
 			f := t.figures(r, r.fioJob(t, args...))
-			steps = append(steps, fioStep{asked: float64(rate), iops: f.iops, ops: ops, p99: f.p99, late: lateBy(ops, float64(rate), f.iops)})
+			steps = append(steps, fioStep{asked: float64(rate), iops: f.iops, p99: f.p99, late: lateBy(ops, float64(rate), f.iops)})
 		} else {
 			// One write more than the appends: fio's last write has no
 			// fdatasync after it.
@@ -377,7 +375,7 @@ func (r *run) fioSweep(t capacityTarget, rates []int) []fioStep {
 				r.Fatalf("traced %d of fio's %d appends at %d asked", len(spans), ops, rate)
 			}
 			lat, svc, achieved := fromSchedule(spans, float64(rate))
-			steps = append(steps, fioStep{asked: float64(rate), iops: achieved, ops: ops, p99: probes.Percentile(lat, 99),
+			steps = append(steps, fioStep{asked: float64(rate), iops: achieved, p99: probes.Percentile(lat, 99),
 				service: probes.Percentile(svc, 99), own: f.p99})
 		}
 		if s := steps[len(steps)-1]; s.iops < capacityHeld*float64(rate) {

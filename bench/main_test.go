@@ -99,7 +99,7 @@ remote_write:
 func TestKneeAt(t *testing.T) {
 	ms := time.Millisecond
 	step := func(asked, iops float64, p99 time.Duration) fioStep {
-		return fioStep{asked: asked, iops: iops, ops: 1000, p99: p99}
+		return fioStep{asked: asked, iops: iops, p99: p99}
 	}
 	steps := []fioStep{step(250, 250, 3*ms), step(400, 400, 4*ms), step(500, 500, 9*ms), step(550, 500, 80*ms), step(600, 600, 2*ms)}
 	require.Equal(t, 500.0, kneeAt(steps, 50*ms))
@@ -114,7 +114,7 @@ func TestKneeAt(t *testing.T) {
 	late := lateBy(20000, 20000, 18540)
 	require.Equal(t, 77961*time.Microsecond, late.Truncate(time.Microsecond))
 	require.Equal(t, time.Duration(0), lateBy(1000, 160, 160.2), "ahead of schedule is not late")
-	reads := []fioStep{step(16000, 16000, 3*ms), {asked: 20000, iops: 18540, ops: 20000, p99: 5800 * time.Microsecond, late: late}}
+	reads := []fioStep{step(16000, 16000, 3*ms), {asked: 20000, iops: 18540, p99: 5800 * time.Microsecond, late: late}}
 	require.Equal(t, 16000.0, kneeAt(reads, 10*ms))
 }
 
